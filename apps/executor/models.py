@@ -1,0 +1,39 @@
+"""One ExecutionAttempt per delivery of a job to a worker; its event id is the idempotency key
+of that delivery (a redelivered message finds its attempt and does not run again)."""
+
+from django.db import models
+
+
+class AttemptOutcome(models.TextChoices):
+    RUNNING = "RUNNING"
+    SUCCESS = "SUCCESS"
+    FAILURE = "FAILURE"
+    CANCELLED = "CANCELLED"
+    LOST = "LOST"
+
+
+class ExecutionAttempt(models.Model):
+    event_id = models.UUIDField(primary_key=True)
+    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="attempts")
+    attempt = models.PositiveIntegerField()
+    trace_id = models.CharField(max_length=64)
+    worker_id = models.CharField(max_length=200)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(
+        max_length=16, choices=AttemptOutcome.choices, default=AttemptOutcome.RUNNING
+    )
+    error_message = models.TextField(blank=True, default="")
+    steps_completed = models.PositiveIntegerField(default=0)
+    total_steps = models.PositiveIntegerField(default=0)
+    # Messages of LOG steps, kept with the attempt for operators.
+    log_lines = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["job", "attempt"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "attempt"], name="attempt_number_unique_per_job")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} #{self.attempt} {self.outcome}"

@@ -1,0 +1,50 @@
+"""The submitted job: what to run, for whom, with which limits. Its lifecycle lives in
+scheduler.JobExecution; its attempts in executor.ExecutionAttempt."""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class JobType(models.TextChoices):
+    SIMULATION = "SIMULATION", "Simulation"
+
+
+class Job(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    job_type = models.CharField(max_length=32, choices=JobType.choices, default=JobType.SIMULATION)
+    instruction = models.JSONField(help_text='{"steps": [...]}, validated on submission')
+    trace_id = models.CharField(max_length=64, db_index=True)
+    # NULL (not "") means "no key", so the unique constraint ignores keyless jobs.
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    request_fingerprint = models.CharField(max_length=64, blank=True, default="")
+    priority = models.PositiveSmallIntegerField(default=5)
+    max_retries = models.PositiveIntegerField()
+    run_at = models.DateTimeField(null=True, blank=True)
+    timeout_seconds = models.PositiveIntegerField()
+    submitted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            # One job per (user, key); CLI submissions without a user share one scope.
+            models.UniqueConstraint(
+                fields=["submitted_by", "idempotency_key"],
+                condition=models.Q(idempotency_key__isnull=False),
+                nulls_distinct=False,
+                name="job_idempotency_key_per_user",
+            ),
+            models.CheckConstraint(condition=models.Q(priority__lte=9), name="job_priority_0_to_9"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_type} {self.id}"
+
+    @property
+    def steps(self) -> list[dict]:
+        return list(self.instruction.get("steps", []))

@@ -1,0 +1,138 @@
+"""Writes on jobs: submission and operator actions. Used alike by the API, the CLI and the
+admin, so every entry point validates, de-duplicates and dispatches the same way."""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+
+from apps.jobs.models import Job
+from apps.jobs.selectors import parse_job_id
+from apps.jobs.validation import JobSpec
+from apps.outbox.services import outbox_enqueue
+from apps.scheduler.services import (
+    dispatch_job_now,
+    execution_cancel,
+    execution_create,
+    execution_retry,
+)
+from jobweaver_site.errors import IdempotencyConflict, InvalidRequest
+from jobweaver_site.kafka import JOB_CREATED
+from jobweaver_site.timeutil import iso
+
+logger = logging.getLogger(__name__)
+
+TRACE_ID_PATTERN = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+MAX_IDEMPOTENCY_KEY_CHARS = 255
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    job: Job
+    created: bool  # False when an idempotency key replayed an earlier submission
+
+
+def _clean_trace_id(trace_id: str | None) -> str:
+    if not trace_id:
+        return uuid.uuid4().hex
+    if not TRACE_ID_PATTERN.match(trace_id):
+        raise InvalidRequest("X-Trace-Id must be 1-64 characters of letters, digits, . _ : -")
+    return trace_id
+
+
+def job_submit(
+    *,
+    spec: JobSpec,
+    submitted_by=None,
+    idempotency_key: str | None = None,
+    trace_id: str | None = None,
+) -> SubmitResult:
+    """Persist a validated job with its PENDING execution and a JobCreated event, in one
+    transaction, then dispatch it at once if it is due (fast path).
+
+    With an idempotency key (scoped to `submitted_by`), a replay of the same request returns the
+    original job; the same key with a different request raises IdempotencyConflict.
+    """
+    trace_id = _clean_trace_id(trace_id)
+    if idempotency_key is not None and not (0 < len(idempotency_key) <= MAX_IDEMPOTENCY_KEY_CHARS):
+        raise InvalidRequest(f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY_CHARS} characters")
+    fingerprint = spec.fingerprint()
+    if idempotency_key is not None:
+        existing = _job_by_idempotency_key(submitted_by, idempotency_key)
+        if existing is not None:
+            return _replay(existing, fingerprint)
+    try:
+        job = _job_create(spec, submitted_by, idempotency_key, fingerprint, trace_id)
+    except IntegrityError:
+        # A concurrent request with the same key won the race: replay its job.
+        existing = _job_by_idempotency_key(submitted_by, idempotency_key)
+        if idempotency_key is None or existing is None:
+            raise
+        return _replay(existing, fingerprint)
+    return SubmitResult(job=job, created=True)
+
+
+def _job_by_idempotency_key(submitted_by, key: str) -> Job | None:
+    return (
+        Job.objects.select_related("execution")
+        .filter(submitted_by=submitted_by, idempotency_key=key)
+        .first()
+    )
+
+
+def _replay(job: Job, fingerprint: str) -> SubmitResult:
+    if job.request_fingerprint != fingerprint:
+        raise IdempotencyConflict(
+            "Idempotency-Key was already used with a different request", job_id=job.id
+        )
+    return SubmitResult(job=job, created=False)
+
+
+@transaction.atomic
+def _job_create(spec: JobSpec, submitted_by, idempotency_key, fingerprint, trace_id) -> Job:
+    job = Job.objects.create(
+        job_type=spec.job_type,
+        instruction={"steps": spec.steps},
+        trace_id=trace_id,
+        idempotency_key=idempotency_key,
+        request_fingerprint=fingerprint,
+        priority=spec.priority,
+        max_retries=spec.max_retries,
+        run_at=spec.run_at,
+        timeout_seconds=spec.timeout_seconds,
+        submitted_by=submitted_by,
+    )
+    job.execution = execution_create(
+        job_id=job.id, priority=spec.priority, max_retries=spec.max_retries, run_at=spec.run_at
+    )
+    outbox_enqueue(
+        topic=JOB_CREATED,
+        key=str(job.id),
+        trace_id=trace_id,
+        payload={
+            "jobId": str(job.id),
+            "traceId": trace_id,
+            "jobType": job.job_type,
+            "priority": job.priority,
+            "maxRetryCount": job.max_retries,
+            "runAt": iso(job.run_at),
+            "createdAt": iso(job.created_at),
+        },
+    )
+    transaction.on_commit(lambda: dispatch_job_now(job.id))
+    logger.info("job %s submitted (trace %s)", job.id, trace_id)
+    return job
+
+
+def job_retry(*, job_id: str | uuid.UUID) -> None:
+    """Operator retry of a FAILED or CANCELLED job with a fresh retry budget."""
+    execution_retry(job_id=parse_job_id(job_id))
+
+
+def job_cancel(*, job_id: str | uuid.UUID) -> None:
+    """Cancel a job: at once when it has not started, cooperatively when it runs."""
+    execution_cancel(job_id=parse_job_id(job_id))

@@ -1,0 +1,204 @@
+"""Strict validation of a job request (ARCHITECTURE §7, §8). Pure: no ORM, no request objects.
+
+`parse_job_request` takes the decoded JSON body and returns a normalized `JobSpec`, or raises
+`InvalidRequest` naming the offending field. Unknown fields are rejected at every level and
+numbers must be JSON integers (no strings, no booleans, no floats).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlparse
+
+from django.conf import settings
+
+from jobweaver_site.errors import InvalidRequest
+
+JOB_TYPES = ("SIMULATION",)
+MAX_DURATION_MS = 600_000
+MAX_ITERATIONS = 100_000_000
+MAX_MESSAGE_CHARS = 1000
+MAX_FLAKY_FAIL_TIMES = 1000
+MAX_URL_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    job_type: str
+    steps: list[dict]
+    max_retries: int
+    priority: int
+    run_at: datetime | None
+    timeout_seconds: int
+
+    def fingerprint(self) -> str:
+        """Stable hash of what was asked for: the same request twice has the same fingerprint."""
+        data = asdict(self)
+        data["run_at"] = self.run_at.isoformat() if self.run_at else None
+        canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _type_name(value: Any) -> str:
+    return {
+        bool: "boolean",
+        int: "integer",
+        float: "number",
+        str: "string",
+        list: "array",
+        dict: "object",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
+
+
+def _int(value: Any, path: str, low: int, high: int | None = None) -> int:
+    if type(value) is not int:
+        raise InvalidRequest(f"{path} must be an integer, got {_type_name(value)}")
+    if value < low or (high is not None and value > high):
+        bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
+        raise InvalidRequest(f"{path} must be {bounds}, got {value}")
+    return value
+
+
+def _str(value: Any, path: str, max_len: int, *, allow_empty: bool = True) -> str:
+    if not isinstance(value, str):
+        raise InvalidRequest(f"{path} must be a string, got {_type_name(value)}")
+    if len(value) > max_len:
+        raise InvalidRequest(f"{path} must be at most {max_len} characters, got {len(value)}")
+    if not allow_empty and not value.strip():
+        raise InvalidRequest(f"{path} must not be empty")
+    return value
+
+
+def _bool(value: Any, path: str) -> bool:
+    if type(value) is not bool:
+        raise InvalidRequest(f"{path} must be a boolean, got {_type_name(value)}")
+    return value
+
+
+def _object(value: Any, path: str, allowed: set[str], required: set[str]) -> dict:
+    if not isinstance(value, dict):
+        raise InvalidRequest(f"{path} must be an object, got {_type_name(value)}")
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        raise InvalidRequest(f"{path} has unknown field(s): {', '.join(unknown)}")
+    missing = sorted(required - set(value))
+    if missing:
+        raise InvalidRequest(f"{path} is missing required field(s): {', '.join(missing)}")
+    return value
+
+
+def _url(value: Any, path: str) -> str:
+    url = _str(value, path, MAX_URL_CHARS, allow_empty=False)
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise InvalidRequest(f"{path} must be an http or https URL")
+    return url
+
+
+def _step(raw: Any, path: str) -> dict:
+    if not isinstance(raw, dict):
+        raise InvalidRequest(f"{path} must be an object, got {_type_name(raw)}")
+    action = raw.get("action")
+    if action not in STEP_RULES:
+        known = ", ".join(STEP_RULES)
+        raise InvalidRequest(f"{path}.action must be one of {known}, got {action!r}")
+    rule = STEP_RULES[action]
+    fields = {name for name in rule} | {"action"}
+    required = {name for name, (_, is_required, _) in rule.items() if is_required} | {"action"}
+    _object(raw, path, fields, required)
+    step = {"action": action}
+    for name, (check, _, default) in rule.items():
+        if name in raw:
+            step[name] = check(raw[name], f"{path}.{name}")
+        elif default is not None:
+            step[name] = default
+    return step
+
+
+# action -> {field: (validator, required, default)}
+STEP_RULES: dict[str, dict[str, tuple]] = {
+    "SLEEP": {"durationMs": (lambda v, p: _int(v, p, 0, MAX_DURATION_MS), True, None)},
+    "LOG": {"message": (lambda v, p: _str(v, p, MAX_MESSAGE_CHARS), True, None)},
+    "COMPUTE": {"iterations": (lambda v, p: _int(v, p, 0, MAX_ITERATIONS), True, None)},
+    "HTTP_CALL": {
+        "url": (_url, True, None),
+        "latencyMs": (lambda v, p: _int(v, p, 0, MAX_DURATION_MS), True, None),
+    },
+    "FAIL": {
+        "message": (lambda v, p: _str(v, p, MAX_MESSAGE_CHARS), False, "Simulated failure"),
+        "retryable": (_bool, False, True),
+    },
+    "FLAKY": {
+        "failTimes": (lambda v, p: _int(v, p, 1, MAX_FLAKY_FAIL_TIMES), True, None),
+        "message": (lambda v, p: _str(v, p, MAX_MESSAGE_CHARS), False, "Simulated flaky failure"),
+    },
+}
+
+
+def validate_steps(payload: Any) -> list[dict]:
+    """Validate `payload` (`{"steps": [...]}`) and return the normalized steps."""
+    _object(payload, "payload", {"steps"}, {"steps"})
+    steps = payload["steps"]
+    if not isinstance(steps, list):
+        raise InvalidRequest(f"payload.steps must be an array, got {_type_name(steps)}")
+    if not steps:
+        raise InvalidRequest("payload.steps must contain at least one step")
+    if len(steps) > settings.JOBWEAVER_MAX_STEPS:
+        raise InvalidRequest(
+            f"payload.steps has {len(steps)} steps; at most {settings.JOBWEAVER_MAX_STEPS} allowed"
+        )
+    return [_step(raw, f"payload.steps[{i}]") for i, raw in enumerate(steps)]
+
+
+def _run_at(value: Any) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidRequest(f"runAt must be an ISO-8601 string or null, got {_type_name(value)}")
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidRequest(f"runAt is not an ISO-8601 date-time: {value!r}") from None
+    if parsed.tzinfo is None:
+        raise InvalidRequest("runAt must carry a time zone (e.g. 2026-01-01T12:00:00Z)")
+    return parsed
+
+
+REQUEST_FIELDS = {"jobType", "payload", "maxRetryCount", "priority", "runAt", "timeoutSeconds"}
+
+
+def parse_job_request(body: Any) -> JobSpec:
+    """Validate a job request body as sent to `POST /api/jobs` and normalize it."""
+    _object(body, "request body", REQUEST_FIELDS, {"jobType", "payload"})
+    job_type = body["jobType"]
+    if job_type not in JOB_TYPES:
+        raise InvalidRequest(f"jobType must be one of {', '.join(JOB_TYPES)}, got {job_type!r}")
+    steps = validate_steps(body["payload"])
+
+    def optional_int(name: str, default: int, low: int, high: int) -> int:
+        value = body.get(name)
+        return default if value is None else _int(value, name, low, high)
+
+    return JobSpec(
+        job_type=job_type,
+        steps=steps,
+        max_retries=optional_int(
+            "maxRetryCount",
+            settings.JOBWEAVER_DEFAULT_MAX_RETRY_COUNT,
+            0,
+            settings.JOBWEAVER_MAX_RETRY_COUNT,
+        ),
+        priority=optional_int("priority", 5, 0, 9),
+        run_at=_run_at(body.get("runAt")),
+        timeout_seconds=optional_int(
+            "timeoutSeconds",
+            settings.JOBWEAVER_DEFAULT_TIMEOUT_SECONDS,
+            1,
+            settings.JOBWEAVER_MAX_TIMEOUT_SECONDS,
+        ),
+    )

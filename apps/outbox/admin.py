@@ -1,0 +1,59 @@
+"""Read-only admin for the transactional outbox: which domain events were relayed to Kafka,
+and which are still waiting (a growing unpublished list means the relay or Kafka is down)."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from apps.outbox.models import OutboxEvent
+from jobweaver_site.kafka import EVENT_TOPICS
+
+
+class TopicFilter(admin.SimpleListFilter):
+    """The known event topics, without a SELECT DISTINCT over the whole outbox."""
+
+    title = "topic"
+    parameter_name = "topic"
+
+    def lookups(self, request, model_admin):
+        return [(topic, topic) for topic in EVENT_TOPICS]
+
+    def queryset(self, request, queryset: QuerySet[OutboxEvent]) -> QuerySet[OutboxEvent]:
+        return queryset.filter(topic=self.value()) if self.value() else queryset
+
+
+class PublishedFilter(admin.SimpleListFilter):
+    title = "published"
+    parameter_name = "published"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "Yes"), ("no", "No (waiting for the relay)")]
+
+    def queryset(self, request, queryset: QuerySet[OutboxEvent]) -> QuerySet[OutboxEvent]:
+        if self.value() == "yes":
+            return queryset.filter(published_at__isnull=False)
+        if self.value() == "no":
+            return queryset.filter(published_at__isnull=True)
+        return queryset
+
+
+@admin.register(OutboxEvent)
+class OutboxEventAdmin(admin.ModelAdmin):
+    list_display = ["id", "topic", "key", "created_at", "published_at", "publish_attempts"]
+    list_filter = [TopicFilter, PublishedFilter]
+    # The key is the job id as text: an exact match finds every event of one job.
+    search_fields = ["=key", "=trace_id"]
+    search_help_text = "Exact key (job id) or trace id."
+    show_full_result_count = False
+    ordering = ["-created_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False

@@ -1,0 +1,29 @@
+"""Transactional outbox: a domain event row is written in the same transaction as the state
+change it reports, then relayed to Kafka. An event exists iff its state change committed."""
+
+import uuid
+
+from django.db import models
+
+
+class OutboxEvent(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)  # = eventId
+    topic = models.CharField(max_length=100, help_text="logical topic, without the prefix")
+    key = models.CharField(max_length=100)
+    payload = models.JSONField()
+    trace_id = models.CharField(max_length=64, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    published_at = models.DateTimeField(null=True, blank=True)
+    publish_attempts = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        indexes = [
+            models.Index(
+                "created_at",
+                name="outbox_unpublished",
+                condition=models.Q(published_at__isnull=True),
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.topic} {self.key} {self.id}"

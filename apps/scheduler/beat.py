@@ -1,0 +1,53 @@
+"""The beat schedule, stored in django-celery-beat's tables so operators see it in the admin."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import transaction
+from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+
+# name -> (task, interval seconds)
+def schedule_entries() -> dict[str, tuple[str, float]]:
+    return {
+        "jobweaver: dispatch due jobs": (
+            "apps.scheduler.tasks.dispatch_due_jobs",
+            settings.JOBWEAVER_DISPATCH_INTERVAL_SECONDS,
+        ),
+        "jobweaver: relay outbox": (
+            "apps.outbox.tasks.relay_outbox",
+            settings.JOBWEAVER_OUTBOX_RELAY_INTERVAL_SECONDS,
+        ),
+    }
+
+
+def _interval(seconds: float) -> IntervalSchedule:
+    # Whole seconds read best in the admin; fractions (tests shrink time) use microseconds.
+    if float(seconds).is_integer():
+        every, period = int(seconds), IntervalSchedule.SECONDS
+    else:
+        every, period = round(seconds * 1_000_000), IntervalSchedule.MICROSECONDS
+    schedule, _ = IntervalSchedule.objects.get_or_create(every=every, period=period)
+    return schedule
+
+
+@transaction.atomic
+def beat_schedule_setup() -> list[str]:
+    """Create or update the project's periodic tasks (idempotent); returns their names."""
+    from jobweaver_site.celeryconfig import SCHEDULER_QUEUE
+
+    for name, (task, seconds) in schedule_entries().items():
+        PeriodicTask.objects.update_or_create(
+            name=name,
+            defaults={
+                "task": task,
+                "interval": _interval(seconds),
+                "crontab": None,
+                "queue": SCHEDULER_QUEUE,
+                "routing_key": SCHEDULER_QUEUE,
+                "enabled": True,
+                # A tick that could not be sent in time is worthless: the next one does the work.
+                "expire_seconds": None,
+            },
+        )
+    return list(schedule_entries())

@@ -1,0 +1,404 @@
+"""The lifecycle of job executions: create, dispatch, start, finish, retry (ARCHITECTURE §4).
+
+Every transition is a conditional update under a row lock that checks the current status and,
+for worker-driven transitions, the fencing token `current_event_id`: a late or duplicate
+message can never move an execution backwards or finish it twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from apps.outbox.services import outbox_enqueue
+from apps.scheduler.models import ExecutionStatus, JobExecution
+from apps.scheduler.retry import RetryDecision, policy_from_settings
+from jobweaver_site.errors import InvalidStateTransition, JobNotFound
+from jobweaver_site.kafka import JOB_COMPLETED, JOB_DEAD_LETTER, JOB_FAILED
+from jobweaver_site.timeutil import iso
+
+logger = logging.getLogger(__name__)
+
+RUN_JOB_TASK = "apps.executor.tasks.run_job"
+
+# publish(messages) sends every (job_id, event_id) pair on run-job and returns once the broker
+# has taken them all, or raises.
+Publisher = Callable[[list[tuple[str, str]]], None]
+
+
+def execution_create(
+    *, job_id: uuid.UUID, priority: int, max_retries: int, run_at: datetime | None
+) -> JobExecution:
+    """Create the PENDING execution of a newly submitted job (inside the submit transaction)."""
+    return JobExecution.objects.create(
+        job_id=job_id,
+        priority=priority,
+        max_retries=max_retries,
+        next_run_at=run_at or timezone.now(),
+    )
+
+
+# --- dispatch -----------------------------------------------------------------------------------
+
+
+def celery_publisher(messages: list[tuple[str, str]]) -> None:
+    """Send one run_job Celery message per job over Kafka, on one producer connection."""
+    from jobweaver_site.celery import app
+    from jobweaver_site.celeryconfig import RUN_JOB_QUEUE
+
+    with app.producer_or_acquire() as producer:
+        for job_id, event_id in messages:
+            app.send_task(
+                RUN_JOB_TASK,
+                args=[job_id, event_id],
+                queue=RUN_JOB_QUEUE,
+                routing_key=RUN_JOB_QUEUE,
+                producer=producer,
+            )
+
+
+def dispatch_due_jobs(
+    *,
+    now: datetime | None = None,
+    batch_size: int | None = None,
+    job_ids: Iterable[uuid.UUID] | None = None,
+    publish: Publisher | None = None,
+) -> list[uuid.UUID]:
+    """Claim every due PENDING execution and send it to the executors; returns the job ids.
+
+    Drains all due work in batches of JOBWEAVER_DISPATCH_BATCH_SIZE, each batch its own
+    transaction. `job_ids` limits the claim to some jobs (the fast path after a submit);
+    `now` lets a caller decide what counts as due.
+    """
+    batch_size = batch_size or settings.JOBWEAVER_DISPATCH_BATCH_SIZE
+    publish = publish or celery_publisher
+    job_ids = list(job_ids) if job_ids is not None else None
+    dispatched: list[uuid.UUID] = []
+    while True:
+        batch = _dispatch_batch(
+            now=now or timezone.now(), batch_size=batch_size, job_ids=job_ids, publish=publish
+        )
+        dispatched.extend(batch)
+        if len(batch) < batch_size:
+            return dispatched
+
+
+@transaction.atomic
+def _dispatch_batch(
+    *, now: datetime, batch_size: int, job_ids: list[uuid.UUID] | None, publish: Publisher
+) -> list[uuid.UUID]:
+    """Claim one batch with SELECT … FOR UPDATE SKIP LOCKED, mark it DISPATCHED, publish.
+
+    Publishing happens before commit: if Kafka refuses, the transaction rolls back and the jobs
+    stay PENDING. A message whose transaction then fails to commit carries an event id that
+    never became current, so the executor's fenced claim ignores it. An executor that receives
+    a message before the commit blocks on the row lock and sees the committed state.
+    """
+    due = JobExecution.objects.select_for_update(skip_locked=True).filter(
+        status=ExecutionStatus.PENDING, next_run_at__lte=now
+    )
+    if job_ids is not None:
+        due = due.filter(job_id__in=job_ids)
+    executions = list(due.order_by("-priority", "next_run_at")[:batch_size])
+    if not executions:
+        return []
+    dispatched_at = timezone.now()
+    lease = dispatched_at + timedelta(seconds=settings.JOBWEAVER_DISPATCH_TIMEOUT_SECONDS)
+    for execution in executions:
+        execution.status = ExecutionStatus.DISPATCHED
+        execution.current_event_id = uuid.uuid4()
+        execution.dispatched_at = dispatched_at
+        execution.lease_expires_at = lease
+        execution.version += 1
+    JobExecution.objects.bulk_update(
+        executions,
+        [
+            "status",
+            "current_event_id",
+            "dispatched_at",
+            "lease_expires_at",
+            "version",
+            "updated_at",
+        ],
+    )
+    publish([(str(e.job_id), str(e.current_event_id)) for e in executions])
+    return [e.job_id for e in executions]
+
+
+def dispatch_job_now(job_id: uuid.UUID) -> None:
+    """Fast path after a submit or retry commits: dispatch this job at once if it is due.
+
+    Best effort: on any broker error the job stays PENDING and the next beat tick sends it.
+    """
+    try:
+        dispatch_due_jobs(job_ids=[job_id])
+    except Exception:  # the beat tick is the safety net; the error is logged with its traceback
+        logger.warning(
+            "fast-path dispatch of job %s failed; beat will retry", job_id, exc_info=True
+        )
+
+
+# --- executor-driven transitions (fenced by event id) -------------------------------------------
+
+
+def _locked_live_execution(job_id: uuid.UUID, event_id: uuid.UUID, statuses) -> JobExecution | None:
+    """Lock the job's execution row, then check the fencing token and status.
+
+    The row is locked by job id alone on purpose: a delivery can arrive while the dispatcher
+    that sent it still holds the row lock. Locking by id waits for that commit and then reads
+    the committed row; a WHERE on the token would not match the old row version and would
+    wrongly treat the delivery as stale.
+    """
+    execution = JobExecution.objects.select_for_update().filter(job_id=job_id).first()
+    if execution is None or execution.current_event_id != event_id:
+        return None
+    if execution.status not in statuses:
+        return None
+    return execution
+
+
+def execution_mark_running(*, job_id: uuid.UUID, event_id: uuid.UUID) -> JobExecution | None:
+    """DISPATCHED → RUNNING for the holder of `event_id`; None when the token is stale.
+
+    Must run inside the caller's transaction (it takes the execution's row lock).
+    """
+    execution = _locked_live_execution(job_id, event_id, [ExecutionStatus.DISPATCHED])
+    if execution is None:
+        return None
+    now = timezone.now()
+    execution.status = ExecutionStatus.RUNNING
+    execution.started_at = now
+    execution.attempt_count += 1
+    execution.lease_expires_at = now + timedelta(seconds=settings.JOBWEAVER_LEASE_SECONDS)
+    execution.version += 1
+    execution.save(
+        update_fields=[
+            "status",
+            "started_at",
+            "attempt_count",
+            "lease_expires_at",
+            "version",
+            "updated_at",
+        ]
+    )
+    return execution
+
+
+def execution_record_success(
+    *, job_id: uuid.UUID, event_id: uuid.UUID, trace_id: str, now: datetime
+) -> bool:
+    """RUNNING → COMPLETED for the holder of `event_id`. Must run inside the caller's
+    transaction; returns False (changing nothing) when the token is stale."""
+    execution = _locked_live_execution(job_id, event_id, [ExecutionStatus.RUNNING])
+    if execution is None:
+        return False
+    execution.status = ExecutionStatus.COMPLETED
+    execution.finished_at = now
+    execution.lease_expires_at = None
+    execution.last_error = ""
+    execution.version += 1
+    execution.save(
+        update_fields=[
+            "status",
+            "finished_at",
+            "lease_expires_at",
+            "last_error",
+            "version",
+            "updated_at",
+        ]
+    )
+    outbox_enqueue(
+        topic=JOB_COMPLETED,
+        key=str(job_id),
+        trace_id=trace_id,
+        payload={
+            "jobId": str(job_id),
+            "eventId": str(event_id),
+            "traceId": trace_id,
+            "attempt": execution.attempt_count,
+            "completedAt": iso(now),
+        },
+    )
+    return True
+
+
+def execution_record_failure(
+    *,
+    job_id: uuid.UUID,
+    event_id: uuid.UUID,
+    trace_id: str,
+    error: str,
+    retryable: bool,
+    now: datetime,
+    from_statuses=(ExecutionStatus.RUNNING,),
+) -> RetryDecision | None:
+    """A failed attempt: RUNNING → PENDING (retry with backoff) or → FAILED (dead letter).
+
+    Must run inside the caller's transaction; returns None (changing nothing) when the token is
+    stale. The retry decision and the dead-letter event commit together with the outcome.
+    """
+    execution = _locked_live_execution(job_id, event_id, list(from_statuses))
+    if execution is None:
+        return None
+    decision = policy_from_settings().decide(
+        retry_count=execution.retry_count,
+        max_retries=execution.max_retries,
+        retryable=retryable,
+        now=now,
+    )
+    execution.last_error = error
+    execution.retry_count = decision.retry_count
+    execution.lease_expires_at = None
+    execution.current_event_id = None
+    execution.version += 1
+    event = {
+        "jobId": str(job_id),
+        "eventId": str(event_id),
+        "traceId": trace_id,
+        "attempt": execution.attempt_count,
+        "error": error,
+        "retryable": retryable,
+        "willRetry": decision.retry,
+        "failedAt": iso(now),
+    }
+    if decision.retry:
+        execution.status = ExecutionStatus.PENDING
+        execution.next_run_at = decision.next_run_at
+        event["nextRunAt"] = iso(decision.next_run_at)
+    else:
+        execution.status = ExecutionStatus.FAILED
+        execution.finished_at = now
+    execution.save(
+        update_fields=[
+            "status",
+            "last_error",
+            "retry_count",
+            "lease_expires_at",
+            "current_event_id",
+            "next_run_at",
+            "finished_at",
+            "version",
+            "updated_at",
+        ]
+    )
+    outbox_enqueue(topic=JOB_FAILED, key=str(job_id), trace_id=trace_id, payload=event)
+    if not decision.retry:
+        outbox_enqueue(
+            topic=JOB_DEAD_LETTER,
+            key=str(job_id),
+            trace_id=trace_id,
+            payload={
+                "jobId": str(job_id),
+                "traceId": trace_id,
+                "reason": f"{decision.reason}: {error}",
+                "finalRetryCount": execution.retry_count,
+                "attempts": execution.attempt_count,
+                "failedAt": iso(now),
+            },
+        )
+        logger.warning(
+            "job %s dead-lettered after %d attempt(s): %s", job_id, execution.attempt_count, error
+        )
+    return decision
+
+
+def execution_heartbeat(*, job_id: uuid.UUID, event_id: uuid.UUID) -> bool:
+    """Extend the lease of a RUNNING attempt; False tells the worker its token is stale or the
+    job was asked to cancel, so it must stop."""
+    extended = JobExecution.objects.filter(
+        job_id=job_id,
+        current_event_id=event_id,
+        status=ExecutionStatus.RUNNING,
+        cancel_requested=False,
+    ).update(
+        lease_expires_at=timezone.now() + timedelta(seconds=settings.JOBWEAVER_LEASE_SECONDS),
+        updated_at=timezone.now(),
+    )
+    return extended == 1
+
+
+# --- operator actions ---------------------------------------------------------------------------
+
+
+@transaction.atomic
+def execution_retry(*, job_id: uuid.UUID) -> JobExecution:
+    """FAILED | CANCELLED → PENDING with a fresh retry budget; the attempt history stays."""
+    execution = JobExecution.objects.select_for_update().filter(job_id=job_id).first()
+    if execution is None:
+        raise JobNotFound(f"Job {job_id} not found", job_id=job_id)
+    if execution.status not in (ExecutionStatus.FAILED, ExecutionStatus.CANCELLED):
+        raise InvalidStateTransition(
+            f"Job {job_id} is {execution.status}; only FAILED or CANCELLED jobs can be retried",
+            job_id=job_id,
+        )
+    execution.status = ExecutionStatus.PENDING
+    execution.retry_count = 0
+    execution.next_run_at = timezone.now()
+    execution.current_event_id = None
+    execution.lease_expires_at = None
+    execution.cancel_requested = False
+    execution.finished_at = None
+    execution.version = F("version") + 1
+    execution.save()
+    execution.refresh_from_db()
+    transaction.on_commit(lambda: dispatch_job_now(job_id))
+    return execution
+
+
+@transaction.atomic
+def execution_cancel(*, job_id: uuid.UUID) -> JobExecution:
+    """PENDING | DISPATCHED → CANCELLED at once; RUNNING → cancel requested (the worker stops
+    at its next checkpoint and records CANCELLED). A cancelled job is never retried
+    automatically."""
+    execution = JobExecution.objects.select_for_update().filter(job_id=job_id).first()
+    if execution is None:
+        raise JobNotFound(f"Job {job_id} not found", job_id=job_id)
+    if execution.status in (ExecutionStatus.PENDING, ExecutionStatus.DISPATCHED):
+        execution.status = ExecutionStatus.CANCELLED
+        execution.current_event_id = None  # a message still in flight is fenced off
+        execution.lease_expires_at = None
+        execution.finished_at = timezone.now()
+        execution.last_error = "cancelled"
+    elif execution.status == ExecutionStatus.RUNNING:
+        execution.cancel_requested = True
+    else:
+        raise InvalidStateTransition(
+            f"Job {job_id} is {execution.status}; it cannot be cancelled", job_id=job_id
+        )
+    execution.version += 1
+    execution.save()
+    return execution
+
+
+def execution_record_cancelled(*, job_id: uuid.UUID, event_id: uuid.UUID) -> bool:
+    """RUNNING (cancel requested) → CANCELLED for the holder of `event_id`. Must run inside the
+    caller's transaction; False when the token is stale."""
+    execution = _locked_live_execution(job_id, event_id, [ExecutionStatus.RUNNING])
+    if execution is None or not execution.cancel_requested:
+        return False
+    execution.status = ExecutionStatus.CANCELLED
+    execution.current_event_id = None
+    execution.lease_expires_at = None
+    execution.finished_at = timezone.now()
+    execution.last_error = "cancelled"
+    execution.version += 1
+    execution.save()
+    return True
+
+
+def execution_cancel_requested(*, job_id: uuid.UUID, event_id: uuid.UUID) -> bool:
+    """True when the attempt holding `event_id` should stop: cancellation was requested or the
+    token is no longer current."""
+    return not JobExecution.objects.filter(
+        job_id=job_id,
+        current_event_id=event_id,
+        status=ExecutionStatus.RUNNING,
+        cancel_requested=False,
+    ).exists()

@@ -1,0 +1,11 @@
+"""Beat-driven tasks of the scheduler worker. Thin: they call services."""
+
+from celery import shared_task
+
+from apps.scheduler.services import dispatch_due_jobs
+
+
+@shared_task(name="apps.scheduler.tasks.dispatch_due_jobs")
+def dispatch_due_jobs_task() -> int:
+    """Every JOBWEAVER_DISPATCH_INTERVAL_SECONDS: send everything that is due."""
+    return len(dispatch_due_jobs())

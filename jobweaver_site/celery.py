@@ -1,0 +1,16 @@
+"""The one Celery app of the project. All of its wiring to Kafka is in celeryconfig.py.
+
+Every Celery message travels over Kafka (ARCHITECTURE §6). Celery's own retry machinery is not
+used for jobs; retries, backoff and dead letters are domain logic in apps/scheduler.
+"""
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jobweaver_site.settings")
+
+app = Celery("jobweaver")
+# Lazy: the configuration module reads Django settings on first use, not at import time.
+app.config_from_object("jobweaver_site.celeryconfig")
+app.autodiscover_tasks(["apps.scheduler", "apps.executor", "apps.outbox"])

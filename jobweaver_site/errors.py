@@ -1,0 +1,39 @@
+"""The one exception hierarchy of the domain. Each error knows its API error code and status;
+apps/jobs/api/errors.py turns every error into the API's error body (ARCHITECTURE §8)."""
+
+from __future__ import annotations
+
+
+class JobWeaverError(Exception):
+    error_code = "API.INTERNAL_ERROR"
+    http_status = 500
+
+    def __init__(self, message: str, *, job_id: object | None = None):
+        super().__init__(message)
+        self.message = message
+        self.job_id = str(job_id) if job_id is not None else None
+
+
+class InvalidRequest(JobWeaverError):
+    error_code = "API.INVALID_REQUEST"
+    http_status = 400
+
+
+class PayloadTooLarge(JobWeaverError):
+    error_code = "API.PAYLOAD_TOO_LARGE"
+    http_status = 413
+
+
+class JobNotFound(JobWeaverError):
+    error_code = "API.JOB_NOT_FOUND"
+    http_status = 404
+
+
+class InvalidStateTransition(JobWeaverError):
+    error_code = "API.INVALID_STATE_TRANSITION"
+    http_status = 409
+
+
+class IdempotencyConflict(JobWeaverError):
+    error_code = "API.IDEMPOTENCY_CONFLICT"
+    http_status = 409

@@ -1,0 +1,141 @@
+"""JobWeaver settings: every knob is an environment variable (ARCHITECTURE §10).
+
+Defaults serve the dev stack started by `make run` (PostgreSQL on 127.0.0.1:54329, Kafka on
+127.0.0.1:19092). Production must set DJANGO_SECRET_KEY; without it and without DJANGO_DEBUG the
+process refuses to start.
+"""
+
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+# `make run` writes a git-ignored .env for the dev stack (DJANGO_DEBUG=1); real environment
+# variables always win over it.
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+_DEV_SECRET = "dev-only-insecure-secret-key-change-me"
+SECRET_KEY = env.str("DJANGO_SECRET_KEY", default=_DEV_SECRET if DEBUG else "")
+if not SECRET_KEY:
+    raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is off")
+ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "django_celery_beat",
+    "apps.jobs",
+    "apps.scheduler",
+    "apps.executor",
+    "apps.outbox",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "jobweaver_site.urls"
+WSGI_APPLICATION = "jobweaver_site.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": env.db("DATABASE_URL", default="postgres://jobweaver@127.0.0.1:54329/jobweaver"),
+}
+DATABASES["default"].setdefault("CONN_MAX_AGE", 0)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "apps.jobs.api.errors.api_exception_handler",
+    "UNAUTHENTICATED_USER": None,
+}
+
+# --- Kafka ------------------------------------------------------------------------------------
+KAFKA_BOOTSTRAP_SERVERS = env.str("KAFKA_BOOTSTRAP_SERVERS", default="127.0.0.1:19092")
+JOBWEAVER_KAFKA_TOPIC_PREFIX = env.str("JOBWEAVER_KAFKA_TOPIC_PREFIX", default="")
+JOBWEAVER_RUN_JOB_PARTITIONS = env.int("JOBWEAVER_RUN_JOB_PARTITIONS", default=12)
+
+# --- Scheduling, retries, leases (seconds may be fractional so tests can shrink time) ----------
+JOBWEAVER_DISPATCH_INTERVAL_SECONDS = env.float("JOBWEAVER_DISPATCH_INTERVAL_SECONDS", default=10)
+JOBWEAVER_DISPATCH_BATCH_SIZE = env.int("JOBWEAVER_DISPATCH_BATCH_SIZE", default=50)
+JOBWEAVER_BACKOFF_BASE_SECONDS = env.float("JOBWEAVER_BACKOFF_BASE_SECONDS", default=5)
+JOBWEAVER_BACKOFF_CAP_SECONDS = env.float("JOBWEAVER_BACKOFF_CAP_SECONDS", default=300)
+JOBWEAVER_BACKOFF_JITTER = env.float("JOBWEAVER_BACKOFF_JITTER", default=0.1)
+JOBWEAVER_LEASE_SECONDS = env.float("JOBWEAVER_LEASE_SECONDS", default=30)
+JOBWEAVER_DISPATCH_TIMEOUT_SECONDS = env.float("JOBWEAVER_DISPATCH_TIMEOUT_SECONDS", default=300)
+JOBWEAVER_OUTBOX_RELAY_INTERVAL_SECONDS = env.float(
+    "JOBWEAVER_OUTBOX_RELAY_INTERVAL_SECONDS", default=5
+)
+
+# --- Submission limits (ARCHITECTURE §7) ------------------------------------------------------
+JOBWEAVER_MAX_STEPS = env.int("JOBWEAVER_MAX_STEPS", default=100)
+JOBWEAVER_MAX_REQUEST_BYTES = env.int("JOBWEAVER_MAX_REQUEST_BYTES", default=64 * 1024)
+JOBWEAVER_MAX_RETRY_COUNT = env.int("JOBWEAVER_MAX_RETRY_COUNT", default=25)
+JOBWEAVER_MAX_TIMEOUT_SECONDS = env.int("JOBWEAVER_MAX_TIMEOUT_SECONDS", default=86400)
+JOBWEAVER_DEFAULT_MAX_RETRY_COUNT = env.int("JOBWEAVER_DEFAULT_MAX_RETRY_COUNT", default=3)
+JOBWEAVER_DEFAULT_TIMEOUT_SECONDS = env.int("JOBWEAVER_DEFAULT_TIMEOUT_SECONDS", default=300)
+JOBWEAVER_API_MAX_PAGE_SIZE = env.int("JOBWEAVER_API_MAX_PAGE_SIZE", default=100)
+# Django refuses bodies larger than this before our own check; keep it above the API limit.
+DATA_UPLOAD_MAX_MEMORY_SIZE = max(JOBWEAVER_MAX_REQUEST_BYTES * 2, 2_621_440)
+
+# --- Celery over Kafka: all wiring in jobweaver_site/celery.py --------------------------------
+CELERY_BROKER_URL = f"confluentkafka://{KAFKA_BOOTSTRAP_SERVERS.split(',')[0]}"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env.str("JOBWEAVER_LOG_LEVEL", default="INFO")},
+    "loggers": {
+        "kafka": {"level": "WARNING"},
+        "django.db.backends": {"level": "INFO"},
+    },
+}

@@ -1,0 +1,31 @@
+"""Settings for the test session: the dev stack's PostgreSQL and Kafka, shrunk time, and a topic
+prefix of its own per session so runs never see each other's messages.
+
+The values go into os.environ *before* the base settings read them, so the worker processes
+that the tests start (they inherit the environment) run with exactly the same settings.
+"""
+
+import os
+import uuid
+
+TEST_ENVIRONMENT = {
+    "DJANGO_DEBUG": "0",
+    "DJANGO_SECRET_KEY": "test-only-secret-key",
+    "JOBWEAVER_KAFKA_TOPIC_PREFIX": f"test-{uuid.uuid4().hex[:8]}-",
+    "JOBWEAVER_DISPATCH_INTERVAL_SECONDS": "0.25",
+    "JOBWEAVER_OUTBOX_RELAY_INTERVAL_SECONDS": "1",
+    "JOBWEAVER_BACKOFF_BASE_SECONDS": "0.2",
+    "JOBWEAVER_BACKOFF_CAP_SECONDS": "5",
+    "JOBWEAVER_BACKOFF_JITTER": "0.1",
+    "JOBWEAVER_LEASE_SECONDS": "3",
+    "JOBWEAVER_DISPATCH_TIMEOUT_SECONDS": "30",
+}
+for _name, _value in TEST_ENVIRONMENT.items():
+    os.environ.setdefault(_name, _value)
+
+from jobweaver_site.settings import *  # noqa: E402,F403
+
+# A database of its own per session, so two test sessions on one machine never collide.
+DATABASES["default"]["TEST"] = {  # noqa: F405
+    "NAME": "test_jobweaver_" + os.environ["JOBWEAVER_KAFKA_TOPIC_PREFIX"].strip("-").split("-")[-1]
+}

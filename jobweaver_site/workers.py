@@ -1,0 +1,56 @@
+"""Start a JobWeaver process role: `python -m jobweaver_site.workers executor|scheduler|beat`.
+
+One place decides how each role runs (queue names carry the topic prefix), so the Procfile, the
+tests and compose.yaml start identical processes.
+
+Pools: librdkafka clients are not fork-safe, so no role uses the prefork pool (which forks
+children after the parent opened its Kafka clients). The executor and the scheduler run the
+`solo` pool: one task at a time per process, scaled by running more processes (Kafka spreads
+the run-job partitions over them).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+ROLES = ("executor", "scheduler", "beat")
+
+
+def celery_argv(role: str, *, name: str | None = None, loglevel: str = "INFO") -> list[str]:
+    from jobweaver_site.celeryconfig import RUN_JOB_QUEUE, SCHEDULER_QUEUE
+
+    if role == "beat":
+        return ["beat", "--loglevel", loglevel, "--max-interval", "1"]
+    queue = {"executor": RUN_JOB_QUEUE, "scheduler": SCHEDULER_QUEUE}[role]
+    return [
+        "worker",
+        "--queues",
+        queue,
+        "--pool",
+        "solo",
+        "--hostname",
+        name or f"{role}-{os.getpid()}@%h",
+        "--loglevel",
+        loglevel,
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+    ]
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) < 1 or argv[0] not in ROLES:
+        print(f"usage: python -m jobweaver_site.workers {'|'.join(ROLES)} [name]", file=sys.stderr)
+        raise SystemExit(2)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jobweaver_site.settings")
+    import django
+
+    django.setup()
+    from jobweaver_site.celery import app
+
+    app.start(celery_argv(argv[0], name=argv[1] if len(argv) > 1 else None))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
