@@ -1,0 +1,69 @@
+"""The one exception handler of the API: every error becomes
+`{"timestamp", "status", "errorCode", "message", "jobId"}` (ARCHITECTURE §8)."""
+
+from __future__ import annotations
+
+import logging
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404
+from django.utils import timezone
+from rest_framework import exceptions as drf
+from rest_framework.response import Response
+
+from jobweaver_site.errors import JobWeaverError
+from jobweaver_site.timeutil import iso
+
+logger = logging.getLogger(__name__)
+
+
+def error_response(status: int, code: str, message: str, job_id: str | None = None, headers=None):
+    body = {
+        "timestamp": iso(timezone.now()),
+        "status": status,
+        "errorCode": code,
+        "message": message,
+        "jobId": job_id,
+    }
+    return Response(body, status=status, headers=headers)
+
+
+def _drf_message(detail) -> str:
+    if isinstance(detail, dict):
+        return "; ".join(f"{key}: {_drf_message(value)}" for key, value in detail.items())
+    if isinstance(detail, list):
+        return "; ".join(_drf_message(item) for item in detail)
+    return str(detail)
+
+
+def api_exception_handler(exc, context):
+    if isinstance(exc, JobWeaverError):
+        return error_response(exc.http_status, exc.error_code, exc.message, exc.job_id)
+    if isinstance(exc, Http404):
+        return error_response(404, "API.JOB_NOT_FOUND", "Not found")
+    if isinstance(exc, DjangoPermissionDenied):
+        exc = drf.PermissionDenied()
+    if isinstance(exc, drf.APIException):
+        headers = {}
+        if getattr(exc, "auth_header", None):
+            headers["WWW-Authenticate"] = exc.auth_header
+        if getattr(exc, "wait", None):
+            headers["Retry-After"] = str(int(exc.wait))
+        status, message = exc.status_code, _drf_message(exc.detail)
+        if isinstance(exc, (drf.NotAuthenticated, drf.AuthenticationFailed)):
+            # DRF answers 403 when no authenticator offers a challenge; the contract says 401.
+            return error_response(
+                401,
+                "API.UNAUTHENTICATED",
+                message,
+                headers=headers or {"WWW-Authenticate": "Token"},
+            )
+        code = {
+            403: "API.FORBIDDEN",
+            404: "API.JOB_NOT_FOUND",
+            413: "API.PAYLOAD_TOO_LARGE",
+            429: "API.THROTTLED",
+        }.get(status, "API.INVALID_REQUEST" if status < 500 else "API.INTERNAL_ERROR")
+        return error_response(status, code, message, headers=headers)
+    logger.exception("unhandled API error")
+    return error_response(500, "API.INTERNAL_ERROR", "Internal server error")

@@ -1,0 +1,47 @@
+"""JSON shapes of the API (camelCase, like the seeds)."""
+
+from __future__ import annotations
+
+from apps.executor.models import ExecutionAttempt
+from apps.jobs.models import Job
+from jobweaver_site.timeutil import iso
+
+
+def attempt_to_dict(attempt: ExecutionAttempt) -> dict:
+    return {
+        "eventId": str(attempt.event_id),
+        "attempt": attempt.attempt,
+        "workerId": attempt.worker_id,
+        "startedAt": iso(attempt.started_at),
+        "finishedAt": iso(attempt.finished_at),
+        "outcome": attempt.outcome,
+        "errorMessage": attempt.error_message or None,
+        "stepsCompleted": attempt.steps_completed,
+    }
+
+
+def job_to_dict(job: Job, attempts: list[ExecutionAttempt]) -> dict:
+    execution = job.execution
+    total_steps = len(job.steps)
+    latest = attempts[-1] if attempts else None
+    steps_completed = latest.steps_completed if latest else 0
+    if execution.status == "COMPLETED":
+        steps_completed = total_steps
+    return {
+        "jobId": str(job.id),
+        "jobType": job.job_type,
+        "status": execution.status,
+        "payload": job.instruction,
+        "priority": job.priority,
+        "maxRetryCount": execution.max_retries,
+        "retryCount": execution.retry_count,
+        "nextRunAt": iso(execution.next_run_at) if execution.status == "PENDING" else None,
+        "lastError": execution.last_error or None,
+        "traceId": job.trace_id,
+        "createdAt": iso(job.created_at),
+        "updatedAt": iso(max(job.updated_at, execution.updated_at)),
+        "startedAt": iso(execution.started_at),
+        "finishedAt": iso(execution.finished_at),
+        "progress": {"stepsCompleted": steps_completed, "totalSteps": total_steps},
+        "attempts": [attempt_to_dict(a) for a in attempts],
+    }
