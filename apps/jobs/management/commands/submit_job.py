@@ -1,0 +1,353 @@
+"""`manage.py submit_job`: submit a job from the shell (ARCHITECTURE §9).
+
+The command only parses, calls the submission service and prints: the request body it builds
+goes through `parse_job_request`, so the API and the CLI accept exactly the same jobs.
+
+Exit codes: 0 submitted (with --wait: COMPLETED); 1 with --wait: FAILED, CANCELLED or the wait
+timed out; 2 bad input (one line on stderr, nothing persisted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+import time
+import uuid
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from apps.executor.selectors import attempts_for_jobs
+from apps.jobs.api.representation import job_to_dict
+from apps.jobs.selectors import job_get
+from apps.jobs.services import job_submit
+from apps.jobs.validation import JobSpec, parse_job_request
+from jobweaver_site.errors import IdempotencyConflict, InvalidRequest
+
+POLL_INTERVAL_SECONDS = 0.1
+DEFAULT_WAIT_TIMEOUT_SECONDS = 600.0
+TERMINAL_STATUSES = ("COMPLETED", "FAILED", "CANCELLED")
+
+# Request fields that a flag overrides: (option dest, body field, flag).
+FIELD_FLAGS = (
+    ("max_retries", "maxRetryCount", "--max-retries"),
+    ("priority", "priority", "--priority"),
+    ("run_at", "runAt", "--run-at"),
+    ("timeout", "timeoutSeconds", "--timeout"),
+)
+STEP_PATH = re.compile(r"^payload\.steps\[(\d+)\]\.?")
+
+
+class _Exit(Exception):
+    """End the command with `returncode` and one line on stderr."""
+
+    def __init__(self, message: str, returncode: int = 2):
+        super().__init__(message)
+        self.message = message
+        self.returncode = returncode
+
+
+class _StepFlag(argparse.Action):
+    """Appends (flag, value) to one shared list, so steps keep their command-line order."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        steps = list(getattr(namespace, self.dest) or [])
+        steps.append((self.const, values))
+        setattr(namespace, self.dest, steps)
+
+
+def _step_from_flag(flag: str, value) -> dict:
+    if flag == "--sleep":
+        return {"action": "SLEEP", "durationMs": value}
+    if flag == "--log":
+        return {"action": "LOG", "message": value}
+    if flag == "--compute":
+        return {"action": "COMPUTE", "iterations": value}
+    if flag == "--fail":
+        return {"action": "FAIL", "message": value}
+    if flag == "--flaky":
+        return {"action": "FLAKY", "failTimes": value}
+    # --http URL:MS; the URL may hold colons of its own (scheme, port), MS follows the last one.
+    url, _, latency = value.rpartition(":")
+    try:
+        latency_ms = int(latency)
+    except ValueError:
+        raise _Exit(
+            f"--http expects URL:MS (e.g. https://example.com/api:250), got {value!r}"
+        ) from None
+    return {"action": "HTTP_CALL", "url": url, "latencyMs": latency_ms}
+
+
+def _loads(text: str, source: str):
+    """Strict JSON, as the API decodes it: no duplicate keys, no NaN or Infinity."""
+
+    def no_duplicates(pairs):
+        keys = [key for key, _ in pairs]
+        if len(keys) != len(set(keys)):
+            raise _Exit(f"{source} is not valid JSON: duplicate keys")
+        return dict(pairs)
+
+    def no_constants(name):
+        raise _Exit(f"{source} is not valid JSON: {name} is not allowed")
+
+    try:
+        return json.loads(text, object_pairs_hook=no_duplicates, parse_constant=no_constants)
+    except ValueError as exc:
+        raise _Exit(f"{source} is not valid JSON: {exc}") from None
+
+
+def _check_size(raw: bytes, source: str) -> None:
+    limit = settings.JOBWEAVER_MAX_REQUEST_BYTES
+    if len(raw) > limit:
+        raise _Exit(f"{source} exceeds the request limit of {limit} bytes")
+
+
+def _read_file(path: str) -> str:
+    """The body of --file: a path, or standard input for `-`. Read at most one byte past the
+    limit, so a huge file is refused without loading it."""
+    limit = settings.JOBWEAVER_MAX_REQUEST_BYTES
+    source = "standard input" if path == "-" else path
+    if path == "-":
+        stream = getattr(sys.stdin, "buffer", sys.stdin)
+        raw = stream.read(limit + 1)
+        raw = raw.encode() if isinstance(raw, str) else raw
+    else:
+        try:
+            with open(path, "rb") as file:
+                raw = file.read(limit + 1)
+        except OSError as exc:
+            raise _Exit(f"cannot read {path}: {exc.strerror or exc}") from None
+    _check_size(raw, source)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _Exit(f"{source} is not UTF-8 text") from None
+
+
+def _job_detail(job_id: uuid.UUID) -> dict:
+    job = job_get(job_id=job_id)
+    return job_to_dict(job, attempts_for_jobs(job_ids=[job.id])[job.id])
+
+
+def _progress_line(detail: dict) -> str:
+    progress = detail["progress"]
+    line = f"{detail['status']} {progress['stepsCompleted']}/{progress['totalSteps']}"
+    if detail["retryCount"]:
+        line += f" (retry {detail['retryCount']}/{detail['maxRetryCount']})"
+    if detail["lastError"] and detail["status"] in ("PENDING", "FAILED", "CANCELLED"):
+        line += f" - {detail['lastError']}"
+    return line
+
+
+class Command(BaseCommand):
+    help = (
+        "Submit a job through the same validation and service as POST /api/jobs. Give the job "
+        "as --file (a request body), --payload (the payload object) or step flags, which run "
+        "in the order given, e.g. --log start --sleep 500 --http https://example.com:200. "
+        "Exit status: 0 submitted (with --wait: completed), 1 with --wait: failed, cancelled "
+        "or timed out, 2 bad input."
+    )
+
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        parser.error = self._usage_error  # one line, like every other bad input
+        return parser
+
+    def _usage_error(self, message: str):
+        if self._called_from_command_line:
+            self.stderr.write(f"submit_job: error: {message} (see --help)")
+            sys.exit(2)
+        raise CommandError(message, returncode=2)
+
+    def add_arguments(self, parser):
+        source = parser.add_mutually_exclusive_group()
+        source.add_argument(
+            "--file", metavar="PATH", help="JSON request body as for POST /api/jobs; - for stdin"
+        )
+        source.add_argument("--payload", metavar="JSON", help='the payload: {"steps": [...]}')
+        steps = parser.add_argument_group("steps (repeatable; run in the order given)")
+        for flag, value_type, metavar, help_text in (
+            ("--sleep", int, "MS", "SLEEP for MS milliseconds"),
+            ("--log", str, "MSG", "LOG a message"),
+            ("--compute", int, "N", "COMPUTE for N iterations"),
+            ("--http", str, "URL:MS", "simulated HTTP_CALL to URL taking MS milliseconds"),
+            ("--fail", str, "MSG", "FAIL the attempt (retryable)"),
+            ("--flaky", int, "N", "FLAKY: fail the first N attempts, then succeed"),
+        ):
+            steps.add_argument(
+                flag,
+                action=_StepFlag,
+                const=flag,
+                dest="steps",
+                type=value_type,
+                metavar=metavar,
+                help=help_text,
+            )
+        fields = parser.add_argument_group(
+            "job options (these win over the same fields of a --file body)"
+        )
+        fields.add_argument("--max-retries", type=int, metavar="N", help="maxRetryCount")
+        fields.add_argument("--priority", type=int, metavar="P", help="0-9, higher runs first")
+        fields.add_argument(
+            "--run-at", metavar="ISO", help="not before this time, e.g. 2026-01-01T12:00:00Z"
+        )
+        fields.add_argument("--timeout", type=int, metavar="S", help="timeoutSeconds")
+        fields.add_argument("--idempotency-key", metavar="K", help="as the Idempotency-Key header")
+        fields.add_argument("--user", metavar="USERNAME", help="submit as this user")
+        output = parser.add_argument_group("output")
+        output.add_argument(
+            "--wait",
+            action="store_true",
+            help="follow the job until it ends; exit 0 on COMPLETED, 1 on FAILED or CANCELLED",
+        )
+        output.add_argument(
+            "--wait-timeout",
+            type=float,
+            metavar="SECONDS",
+            help=f"stop waiting after SECONDS, exit 1 (default {DEFAULT_WAIT_TIMEOUT_SECONDS:g})",
+        )
+        output.add_argument(
+            "--json",
+            action="store_true",
+            help="print the job detail as JSON (with --wait: the final detail; progress on stderr)",
+        )
+
+    def execute(self, *args, **options):
+        try:
+            return super().execute(*args, **options)
+        except _Exit as exc:
+            message = exc.message.replace("\n", " ")
+            if self._called_from_command_line:
+                self.stderr.write(f"submit_job: error: {message}")
+                sys.exit(exc.returncode)
+            raise CommandError(message, returncode=exc.returncode) from None
+
+    def handle(self, *args, **options):
+        wait_timeout = self._wait_timeout(options)
+        spec = self._job_spec(options)
+        user = self._user(options["user"])
+        try:
+            result = job_submit(
+                spec=spec, submitted_by=user, idempotency_key=options["idempotency_key"]
+            )
+        except (InvalidRequest, IdempotencyConflict) as exc:
+            raise _Exit(exc.message) from None
+        job = result.job
+        detail = _job_detail(job.id)
+        if options["json"]:
+            if not options["wait"]:
+                self._print_json(detail)
+        elif result.created:
+            self.stdout.write(
+                f"job {job.id} submitted, trace {job.trace_id}, status {detail['status']}"
+            )
+        else:
+            self.stdout.write(
+                f"job {job.id} already submitted with this idempotency key, "
+                f"trace {job.trace_id}, status {detail['status']}"
+            )
+        if not options["wait"]:
+            return
+        try:
+            detail = self._follow(detail, timeout=wait_timeout, quiet_stdout=options["json"])
+        except KeyboardInterrupt:
+            raise _Exit(f"stopped waiting; job {job.id} carries on", returncode=130) from None
+        if options["json"]:
+            self._print_json(detail)
+        if detail["status"] != "COMPLETED":
+            reason = f": {detail['lastError']}" if detail["lastError"] else ""
+            raise _Exit(f"job {job.id} ended {detail['status']}{reason}", returncode=1)
+
+    def _wait_timeout(self, options) -> float:
+        timeout = options["wait_timeout"]
+        if timeout is None:
+            return DEFAULT_WAIT_TIMEOUT_SECONDS
+        if not options["wait"]:
+            raise _Exit("--wait-timeout needs --wait")
+        if not (math.isfinite(timeout) and timeout > 0):
+            raise _Exit(f"--wait-timeout must be a positive number of seconds, got {timeout:g}")
+        return timeout
+
+    def _job_spec(self, options) -> JobSpec:
+        """The request body from --file, --payload or the step flags, with the flags' fields
+        laid over it, validated exactly as the API validates it."""
+        flag_steps = options["steps"] or []
+        if (options["file"] is not None or options["payload"] is not None) and flag_steps:
+            raise _Exit("give the steps either as --file/--payload or as step flags, not both")
+        if options["file"] is not None:
+            source = "standard input" if options["file"] == "-" else options["file"]
+            body = _loads(_read_file(options["file"]), source)
+        elif options["payload"] is not None:
+            _check_size(options["payload"].encode(), "--payload")
+            body = {"jobType": "SIMULATION", "payload": _loads(options["payload"], "--payload")}
+        elif flag_steps:
+            steps = [_step_from_flag(flag, value) for flag, value in flag_steps]
+            body = {"jobType": "SIMULATION", "payload": {"steps": steps}}
+        else:
+            raise _Exit("no job given: use --file, --payload or step flags (--sleep, --log, ...)")
+        overridden = {}
+        if isinstance(body, dict):  # otherwise parse_job_request says what is wrong
+            for dest, field, flag in FIELD_FLAGS:
+                if options[dest] is not None:
+                    body[field] = options[dest]
+                    overridden[field] = flag
+        try:
+            return parse_job_request(body)
+        except InvalidRequest as exc:
+            raise _Exit(self._name_the_flag(exc.message, flag_steps, overridden)) from None
+
+    @staticmethod
+    def _name_the_flag(message: str, flag_steps: list, overridden: dict) -> str:
+        """Point a validation message at the flag the user typed, not at the body it built."""
+        step = STEP_PATH.match(message)
+        if step and flag_steps:
+            flag, value = flag_steps[int(step.group(1))]
+            value = str(value) if len(str(value)) <= 40 else f"{str(value)[:37]}..."
+            return f"{flag} {value}: {message[step.end() :]}"
+        field = message.split(" ", 1)[0]
+        if field in overridden:
+            return f"{overridden[field]}: {message}"
+        return message
+
+    def _user(self, username: str | None):
+        if username is None:
+            return None
+        user_model = get_user_model()
+        try:
+            user = user_model._default_manager.get_by_natural_key(username)
+        except user_model.DoesNotExist:
+            raise _Exit(f"unknown user {username!r}") from None
+        if not user.is_active:
+            raise _Exit(f"user {username!r} is inactive")
+        return user
+
+    def _follow(self, detail: dict, *, timeout: float, quiet_stdout: bool) -> dict:
+        """Poll the job until it ends, printing a line whenever its status or progress moves.
+        With --json the lines go to stderr, so stdout stays one JSON document."""
+        out = self.stderr if quiet_stdout else self.stdout
+        deadline = time.monotonic() + timeout
+        shown = _progress_line(detail)
+        printed_any = False
+        while detail["status"] not in TERMINAL_STATUSES:
+            if time.monotonic() >= deadline:
+                raise _Exit(
+                    f"gave up waiting after {timeout:g} s; job {detail['jobId']} is "
+                    f"{detail['status']}",
+                    returncode=1,
+                )
+            time.sleep(POLL_INTERVAL_SECONDS)
+            detail = _job_detail(uuid.UUID(detail["jobId"]))
+            line = _progress_line(detail)
+            if line != shown:
+                out.write(line, style_func=str)
+                shown, printed_any = line, True
+        if not printed_any:  # ended before the first poll: still say how
+            out.write(shown, style_func=str)
+        return detail
+
+    def _print_json(self, detail: dict) -> None:
+        self.stdout.write(json.dumps(detail, indent=2))
