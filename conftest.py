@@ -1,0 +1,90 @@
+"""Session-wide fixtures: a database whose writes other processes see (`live_db`) and real
+worker processes (`stack`) started once per session and reused by every integration test."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from tests.stack import WorkerProcess, wait_for
+
+
+@pytest.fixture
+def live_db(django_db_setup, django_db_blocker):
+    """Database access in autocommit, as in production: what a test writes commits at once and
+    worker processes see it. Tests using it must only assert on their own jobs."""
+    with django_db_blocker.unblock():
+        yield
+
+
+class Stack:
+    def __init__(self):
+        self.executors: list[WorkerProcess] = []
+        self.scheduler: WorkerProcess | None = None
+        self.beat: WorkerProcess | None = None
+
+    def start_executor(self, name: str | None = None) -> WorkerProcess:
+        worker = WorkerProcess("executor", name or f"executor{len(self.executors) + 1}")
+        self.executors.append(worker.start())
+        worker.wait_ready()
+        return worker
+
+    def all(self) -> list[WorkerProcess]:
+        return [p for p in [*self.executors, self.scheduler, self.beat] if p is not None]
+
+
+@pytest.fixture(scope="session")
+def stack(django_db_setup, django_db_blocker):
+    """Scheduler worker, beat and one executor, ready to run jobs (a probe job has completed)."""
+    from django.conf import settings
+
+    from apps.scheduler.beat import beat_schedule_setup
+    from jobweaver_site.kafka import common_config, ensure_topics
+
+    ensure_topics()
+    with django_db_blocker.unblock():
+        beat_schedule_setup()
+    running = Stack()
+    try:
+        running.scheduler = WorkerProcess("scheduler", "scheduler").start()
+        running.beat = WorkerProcess("beat", "beat").start()
+        for process in (running.scheduler, running.beat):
+            process.wait_ready()
+        running.start_executor()
+        with django_db_blocker.unblock():
+            _wait_for_probe_job()
+        yield running
+    finally:
+        for process in running.all():
+            process.stop()
+        admin = AdminClient(common_config())
+        prefix = settings.JOBWEAVER_KAFKA_TOPIC_PREFIX
+        ours = [t for t in admin.list_topics(timeout=10).topics if t.startswith(prefix)]
+        if prefix and ours:
+            for future in admin.delete_topics(ours, operation_timeout=10).values():
+                future.result(timeout=15)
+
+
+def _wait_for_probe_job() -> None:
+    """The consumer groups are formed once a job has gone all the way through."""
+    from apps.jobs.services import job_submit
+    from apps.jobs.validation import parse_job_request
+    from apps.scheduler.models import JobExecution
+
+    job = job_submit(
+        spec=parse_job_request(
+            {"jobType": "SIMULATION", "payload": {"steps": [{"action": "LOG", "message": "probe"}]}}
+        )
+    ).job
+    wait_for(
+        lambda: JobExecution.objects.get(job_id=job.id).status == "COMPLETED",
+        timeout=90,
+        message=f"probe job {job.id} to complete",
+    )
+
+
+@pytest.fixture
+def unique() -> str:
+    return uuid.uuid4().hex[:10]

@@ -1,0 +1,49 @@
+"""Helpers shared by integration tests: an authenticated API client, job state, waiting."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from django.contrib.auth import get_user_model
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from apps.executor.models import ExecutionAttempt
+from apps.scheduler.models import JobExecution
+from tests.stack import wait_for
+
+TERMINAL = {"COMPLETED", "FAILED", "CANCELLED"}
+
+
+def token_client(*, staff: bool = False) -> APIClient:
+    """An API client authenticated the way real clients are: `Authorization: Token <key>`."""
+    user = get_user_model().objects.create_user(
+        f"user-{uuid.uuid4().hex[:8]}", password="pw", is_staff=staff
+    )
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    return client
+
+
+def submit(client: APIClient, steps: list[dict], **fields) -> str:
+    body = {"jobType": "SIMULATION", "payload": {"steps": steps}, **fields}
+    response = client.post("/api/jobs", json.dumps(body), content_type="application/json")
+    assert response.status_code == 202, response.content
+    return response.json()["jobId"]
+
+
+def status_of(job_id) -> str:
+    return JobExecution.objects.get(job_id=job_id).status
+
+
+def wait_for_status(job_id, *statuses: str, timeout: float = 30) -> str:
+    return wait_for(
+        lambda: status_of(job_id) in statuses and status_of(job_id),
+        timeout=timeout,
+        message=f"job {job_id} to reach {'/'.join(statuses)} (now {status_of(job_id)})",
+    )
+
+
+def attempts_of(job_id) -> list[ExecutionAttempt]:
+    return list(ExecutionAttempt.objects.filter(job_id=job_id).order_by("attempt"))

@@ -1,0 +1,102 @@
+"""Real worker processes for integration tests: executor(s), scheduler and beat, started once
+per test session against the test database and the session's topic prefix."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parent.parent
+LOG_DIR = ROOT / ".devdata" / "test-logs"
+
+
+def wait_for(
+    condition: Callable[[], object],
+    *,
+    timeout: float,
+    interval: float = 0.05,
+    message: str = "condition",
+) -> object:
+    """Poll `condition` until it returns something truthy; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {message}")
+        time.sleep(interval)
+
+
+def child_environment() -> dict[str, str]:
+    db = settings.DATABASES["default"]
+    env = dict(os.environ)
+    env["DJANGO_SETTINGS_MODULE"] = "jobweaver_site.settings_test"
+    env["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class WorkerProcess:
+    def __init__(self, role: str, name: str):
+        self.role, self.name = role, name
+        self.log_path = LOG_DIR / f"{settings.JOBWEAVER_KAFKA_TOPIC_PREFIX}{name}.log"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> WorkerProcess:
+        LOG_DIR.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its lifetime
+        argv = [sys.executable, "-m", "jobweaver_site.workers", self.role]
+        if self.role != "beat":
+            argv.append(f"{self.name}@%h")
+        self.process = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env=child_environment(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        def ready():
+            if not self.alive():
+                raise AssertionError(f"{self.name} exited:\n{self.log_text()[-3000:]}")
+            text = self.log_text()
+            return "beat: Starting" in text if self.role == "beat" else " ready." in text
+
+        wait_for(ready, timeout=timeout, message=f"{self.name} to start")
+
+    def signal(self, signum: int) -> None:
+        if self.alive():
+            os.kill(self.pid, signum)
+
+    def stop(self, timeout: float = 15) -> None:
+        if not self.alive():
+            return
+        self.signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.signal(signal.SIGKILL)
+            self.process.wait(10)
