@@ -36,17 +36,19 @@ def wait_for(
 
 
 def child_environment() -> dict[str, str]:
+    """The environment of this process, pointed at the database Django uses right now (the
+    test database inside a test session)."""
     db = settings.DATABASES["default"]
     env = dict(os.environ)
-    env["DJANGO_SETTINGS_MODULE"] = "jobweaver_site.settings_test"
+    env.setdefault("DJANGO_SETTINGS_MODULE", "jobweaver_site.settings_test")
     env["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
 
 class WorkerProcess:
-    def __init__(self, role: str, name: str):
-        self.role, self.name = role, name
+    def __init__(self, role: str, name: str, env: dict[str, str] | None = None):
+        self.role, self.name, self.env = role, name, env
         self.log_path = LOG_DIR / f"{settings.JOBWEAVER_KAFKA_TOPIC_PREFIX}{name}.log"
         self.process: subprocess.Popen | None = None
 
@@ -59,7 +61,7 @@ class WorkerProcess:
         self.process = subprocess.Popen(
             argv,
             cwd=ROOT,
-            env=child_environment(),
+            env=child_environment() if self.env is None else self.env,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
