@@ -7,6 +7,10 @@ used for jobs; retries, backoff and dead letters are domain logic in apps/schedu
 import os
 
 from celery import Celery
+from kombu.transport import TRANSPORT_ALIASES
+
+# Our own Kafka transport (jobweaver_site/kafka_transport.py), used by every Celery process.
+TRANSPORT_ALIASES["jobweaver-kafka"] = "jobweaver_site.kafka_transport:Transport"
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jobweaver_site.settings")
 

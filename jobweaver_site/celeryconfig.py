@@ -1,5 +1,8 @@
 """Celery configuration, read lazily by jobweaver_site.celery on first use.
 
+Transport: jobweaver_site/kafka_transport.py (per-message offset tracking with a contiguous
+commit watermark, keyed and batch-confirmed produce, one consumer per worker process).
+
 Delivery stays at-least-once: a message is acknowledged only after its task returned (acks
 late), a worker holds one message at a time (prefetch 1), and a worker lost mid-task leaves its
 message unacknowledged. Remote control, events and results are off: the Kafka transport has no
@@ -17,19 +20,17 @@ SCHEDULER_QUEUE = topic_name(SCHEDULER)
 broker_url = settings.CELERY_BROKER_URL
 broker_connection_retry_on_startup = True
 broker_transport_options = {
-    # The stock transport uses this both as the poll timeout and as the connect timeout, so it
-    # cannot be tiny. poll() returns as soon as a message arrives, and each of our workers
-    # consumes one queue, so it bounds only idle waits.
-    "wait_time_seconds": 1.0,
-    "polling_interval": 0.02,
-    "num_partitions": settings.JOBWEAVER_RUN_JOB_PARTITIONS,
-    "kafka_consumer_config": {
-        "session.timeout.ms": 10000,
-        "heartbeat.interval.ms": 1000,
-        # A long job keeps its prefetched message unacknowledged and the transport does not
-        # poll meanwhile; the consumer must not be expelled from its group for that.
-        "max.poll.interval.ms": 3_600_000,
+    # Short polls: an idle worker notices new work within this time, never seconds later.
+    "poll_timeout_seconds": 0.1,
+    "topic_partitions": {
+        RUN_JOB_QUEUE: settings.JOBWEAVER_RUN_JOB_PARTITIONS,
+        SCHEDULER_QUEUE: 1,
     },
+    # Commit batches: after this many finished messages or this many seconds.
+    "commit_max_messages": 200,
+    "commit_interval_seconds": 0.5,
+    # All brokers of the cluster, not only the one in the URL.
+    "kafka_common_config": {"bootstrap.servers": settings.KAFKA_BOOTSTRAP_SERVERS},
 }
 task_queues = [
     Queue(RUN_JOB_QUEUE, routing_key=RUN_JOB_QUEUE),

@@ -124,7 +124,10 @@ JOBWEAVER_API_MAX_PAGE_SIZE = env.int("JOBWEAVER_API_MAX_PAGE_SIZE", default=100
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(JOBWEAVER_MAX_REQUEST_BYTES * 2, 2_621_440)
 
 # --- Celery over Kafka: all wiring in jobweaver_site/celery.py --------------------------------
-CELERY_BROKER_URL = f"confluentkafka://{KAFKA_BOOTSTRAP_SERVERS.split(',')[0]}"
+# The URL names our transport; the full bootstrap list goes to the transport options.
+CELERY_BROKER_URL = f"jobweaver-kafka://{KAFKA_BOOTSTRAP_SERVERS.split(',')[0]}"
+# Threads per executor process (the `threads` pool); prefetch equals this number.
+JOBWEAVER_EXECUTOR_CONCURRENCY = env.int("JOBWEAVER_EXECUTOR_CONCURRENCY", default=4)
 
 LOGGING = {
     "version": 1,

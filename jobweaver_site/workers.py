@@ -4,9 +4,11 @@ One place decides how each role runs (queue names carry the topic prefix), so th
 tests and compose.yaml start identical processes.
 
 Pools: librdkafka clients are not fork-safe, so no role uses the prefork pool (which forks
-children after the parent opened its Kafka clients). The executor and the scheduler run the
-`solo` pool: one task at a time per process, scaled by running more processes (Kafka spreads
-the run-job partitions over them).
+children after the parent opened its Kafka clients). Executors run the `threads` pool with
+JOBWEAVER_EXECUTOR_CONCURRENCY threads: the steps are mostly waiting (SLEEP, simulated HTTP) and
+PostgreSQL I/O, so threads overlap well, and the transport's offset tracking keeps commits
+correct when they finish out of order. The scheduler runs `solo`: one dispatch at a time is what
+it needs. Both scale out by running more processes (Kafka spreads the partitions over them).
 """
 
 from __future__ import annotations
@@ -22,17 +24,19 @@ def celery_argv(role: str, *, name: str | None = None, loglevel: str = "INFO") -
 
     if role == "beat":
         return ["beat", "--loglevel", loglevel, "--max-interval", "1"]
+    from django.conf import settings
+
     queue = {"executor": RUN_JOB_QUEUE, "scheduler": SCHEDULER_QUEUE}[role]
+    if role == "executor":
+        pool = ["--pool", "threads", "--concurrency", str(settings.JOBWEAVER_EXECUTOR_CONCURRENCY)]
+    else:
+        pool = ["--pool", "solo"]
     return [
         "worker",
-        "--queues",
-        queue,
-        "--pool",
-        "solo",
-        "--hostname",
-        name or f"{role}-{os.getpid()}@%h",
-        "--loglevel",
-        loglevel,
+        *("--queues", queue),
+        *pool,
+        *("--hostname", name or f"{role}-{os.getpid()}@%h"),
+        *("--loglevel", loglevel),
         "--without-gossip",
         "--without-mingle",
         "--without-heartbeat",

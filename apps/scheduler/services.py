@@ -49,9 +49,11 @@ def execution_create(
 
 
 def celery_publisher(messages: list[tuple[str, str]]) -> None:
-    """Send one run_job Celery message per job over Kafka, on one producer connection."""
+    """Send one run_job Celery message per job over Kafka (keyed by job id, so one job's
+    messages stay in order on one partition), then wait until the broker confirmed them all."""
     from jobweaver_site.celery import app
     from jobweaver_site.celeryconfig import RUN_JOB_QUEUE
+    from jobweaver_site.kafka_transport import KEY_HEADER
 
     with app.producer_or_acquire() as producer:
         for job_id, event_id in messages:
@@ -61,7 +63,9 @@ def celery_publisher(messages: list[tuple[str, str]]) -> None:
                 queue=RUN_JOB_QUEUE,
                 routing_key=RUN_JOB_QUEUE,
                 producer=producer,
+                headers={KEY_HEADER: job_id},
             )
+        producer.channel.confirm_deliveries()
 
 
 def dispatch_due_jobs(
