@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: run test lint format bench-latency clean-data
+.PHONY: run test lint format bench-latency bench-transport clean-data
 
 run: $(STAMP)
 	infra/run.sh
@@ -31,3 +31,6 @@ $(STAMP): requirements.txt
 clean-data:
 	infra/stack.sh down
 	rm -rf .devdata
+
+bench-transport: $(STAMP)
+	infra/with-stack.sh $(VENV)/bin/python bench/transport_bench.py

@@ -11,9 +11,9 @@ What it fixes in the stock transport (kombu issues #1781, #1785):
 - **Rebalances are handled.** On revoke: commit what is contiguous and drop that partition's
   in-flight state. On assign: Kafka resumes from the committed offset. Redelivered work is
   harmless because the executor fences by event id.
-- **One consumer per channel, subscribed to all of its queues**, polled with short timeouts; when
-  the prefetch window is full its partitions are paused (so the consumer keeps its group
-  membership and its callbacks run) instead of not being polled at all.
+- **One consumer per channel, subscribed to all of its queues**, polled with short timeouts. While
+  the prefetch window is full the consumer keeps polling into a small local buffer (so it keeps
+  its group membership and its callbacks run); only a full buffer pauses the partitions.
 - **Topics are created with configured partitions** (waiting for creation); messages are keyed
   (Celery header `kafka_key`, e.g. the job id); producers do not flush per message: callers
   confirm a batch with `Channel.confirm_deliveries()`, and delivery errors surface there.
@@ -35,6 +35,7 @@ import os
 import threading
 import time
 import uuid
+from collections import deque
 from queue import Empty
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -102,6 +103,7 @@ class Channel(virtual.Channel):
         "commit_max_messages",
         "commit_interval_seconds",
         "delivery_timeout_seconds",
+        "buffer_max_messages",
         "kafka_common_config",
         "kafka_consumer_config",
         "kafka_producer_config",
@@ -114,6 +116,8 @@ class Channel(virtual.Channel):
     commit_max_messages = 200
     commit_interval_seconds = 0.5
     delivery_timeout_seconds = 30.0
+    # Records polled ahead of the prefetch window; above this the partitions are paused.
+    buffer_max_messages = 500
     kafka_common_config: dict = {}
     kafka_consumer_config: dict = {}
     kafka_producer_config: dict = {}
@@ -124,6 +128,7 @@ class Channel(virtual.Channel):
         self._consumer: Consumer | None = None
         self._subscribed: tuple[str, ...] = ()
         self._paused = False
+        self._buffer: deque[dict] = deque()
         self._producer: Producer | None = None
         self._admin: AdminClient | None = None
         self._known_topics: set[str] = set()
@@ -220,13 +225,22 @@ class Channel(virtual.Channel):
             consumer.pause(partitions)
         logger.info("assigned %s", [(tp.topic, tp.partition) for tp in partitions])
 
+    def _drop_buffered(self, partitions: list[TopicPartition]) -> None:
+        # Their new owner reads them again from the last commit.
+        gone = {(tp.topic, tp.partition) for tp in partitions}
+        self._buffer = deque(
+            p for p in self._buffer if (p["kafka_topic"], p["kafka_partition"]) not in gone
+        )
+
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._drop_buffered(partitions)
         final = self.tracker.revoke([(tp.topic, tp.partition) for tp in partitions])
         self._commit(final, asynchronous=False)
         logger.info("revoked %s", [(tp.topic, tp.partition) for tp in partitions])
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Ownership is already gone: committing would be refused. Drop the state.
+        self._drop_buffered(partitions)
         self.tracker.revoke([(tp.topic, tp.partition) for tp in partitions])
         logger.warning("partitions lost %s", [(tp.topic, tp.partition) for tp in partitions])
 
@@ -266,29 +280,51 @@ class Channel(virtual.Channel):
             (consumer.pause if paused else consumer.resume)(assignment)
         self._paused = paused
 
-    def drain_events(self, timeout=None, callback=None):
-        callback = callback or self.connection._deliver
-        if not self._consumers or not self._active_queues:
-            raise Empty()
-        consumer = self._ensure_consumer()
-        if self.tracker.should_commit():
-            self.commit_now()
-        self._set_paused(consumer, not self.qos.can_consume())
-        record = consumer.poll(self.poll_timeout_seconds)
+    def _poll_record(self, consumer: Consumer, timeout: float) -> dict | None:
+        """One record from Kafka as a kombu payload, tracked as in flight from now on."""
+        record = consumer.poll(timeout)
         if record is None:
-            raise Empty()
+            return None
         if record.error() is not None:
             if record.error().code() != KafkaError._PARTITION_EOF:
                 logger.warning("consumer error: %s", record.error())
-            raise Empty()
+            return None
         payload = loads(record.value())
         payload["kafka_topic"] = record.topic()
         payload["kafka_partition"] = record.partition()
         payload["kafka_offset"] = record.offset()
         # A tag per delivery: the same message delivered twice must not share QoS state.
         payload.setdefault("properties", {})["delivery_tag"] = uuid.uuid4().hex
+        # Tracked at poll time, in partition order: the watermark can never pass a record that
+        # is still buffered here.
         self.tracker.delivered(record.topic(), record.partition(), record.offset())
-        callback(payload, record.topic())
+        return payload
+
+    def drain_events(self, timeout=None, callback=None):
+        """Deliver one message if the prefetch window allows, else keep polling into a small
+        local buffer (so the consumer stays in its group and fetches continuously); only a
+        full buffer pauses the partitions."""
+        callback = callback or self.connection._deliver
+        if not self._consumers or not self._active_queues:
+            raise Empty()
+        consumer = self._ensure_consumer()
+        if self.tracker.should_commit():
+            self.commit_now()
+        if self.qos.can_consume():
+            self._set_paused(consumer, False)
+            payload = self._buffer.popleft() if self._buffer else None
+            if payload is None:
+                payload = self._poll_record(consumer, self.poll_timeout_seconds)
+            if payload is None:
+                raise Empty()
+            callback(payload, payload["kafka_topic"])
+            return
+        if len(self._buffer) >= self.buffer_max_messages:
+            self._set_paused(consumer, True)
+        payload = self._poll_record(consumer, self.poll_timeout_seconds)
+        if payload is not None:
+            self._buffer.append(payload)
+        raise Empty()
 
     def basic_get(self, queue, no_ack=False, **kwargs):
         raise NotImplementedError("basic_get is not supported by the Kafka transport")
@@ -354,12 +390,22 @@ class Channel(virtual.Channel):
                 except KafkaException as exc:
                     if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                         raise
+            # Creation has finished when every partition has a leader.
             deadline = time.monotonic() + 30
-            while topic not in self.admin.list_topics(topic, timeout=10).topics:
+            while not self._topic_ready(topic):
                 if time.monotonic() > deadline:
-                    raise KafkaException(f"topic {topic} did not appear after creation")
+                    raise KafkaException(f"topic {topic} has no leaders 30 s after creation")
                 time.sleep(0.05)
         self._known_topics.add(topic)
+
+    def _topic_ready(self, topic: str) -> bool:
+        metadata = self.admin.list_topics(topic, timeout=10).topics.get(topic)
+        return (
+            metadata is not None
+            and metadata.error is None
+            and bool(metadata.partitions)
+            and all(p.leader >= 0 for p in metadata.partitions.values())
+        )
 
     def _new_queue(self, queue, **kwargs):
         self._ensure_topic(queue)
@@ -387,7 +433,15 @@ class Channel(virtual.Channel):
             probe.close()
 
     def _size(self, queue) -> int:
-        """Messages not yet consumed by this channel's group (committed offset to the end)."""
+        """Messages not yet consumed by this channel's group (committed offset to the end);
+        0 when the broker cannot tell right now (kombu calls this on every queue_declare)."""
+        try:
+            return self._lag(queue)
+        except KafkaException as exc:
+            logger.info("size of %s unknown: %s", queue, exc)
+            return 0
+
+    def _lag(self, queue) -> int:
         marks = self._watermarks(queue)
         if not marks:
             return 0

@@ -1,16 +1,16 @@
 """A consumer on JobWeaver's kombu transport, run as a separate process by the transport tests.
 
-    python -m tests.transport_probe BOOTSTRAP QUEUE GROUP ack-third-then-first
-        receive 3 messages, ack the third then the first, commit, print the committed offsets
-        as JSON, then wait to be killed
-    python -m tests.transport_probe BOOTSTRAP QUEUE GROUP collect N
-        receive N messages, acking each, print their bodies as JSON, then exit cleanly
+python -m tests.transport_probe BOOTSTRAP QUEUE GROUP ack-third-then-first
+    receive 3 messages, ack the third then the first, commit, print the committed offsets
+    as JSON, then wait to be killed
+python -m tests.transport_probe BOOTSTRAP QUEUE GROUP collect N
+    receive N messages, acking each, print their bodies as JSON, then exit cleanly
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import socket
 import sys
 import time
 
@@ -49,10 +49,8 @@ def receive(conn: Connection, queue_name: str, count: int, *, prefetch: int, ack
     while len(received) < count:
         if time.monotonic() > deadline:
             raise SystemExit(f"received only {len(received)} of {count}")
-        try:
+        with contextlib.suppress(TimeoutError):
             conn.drain_events(timeout=0.5)
-        except socket.timeout:
-            pass
     return consumer, received
 
 

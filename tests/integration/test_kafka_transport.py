@@ -3,9 +3,9 @@ reject semantics, purge."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
-import socket
 import subprocess
 import sys
 import uuid
@@ -27,22 +27,25 @@ def fresh_queue() -> str:
 
 def connection(**options) -> Connection:
     host, port = settings.KAFKA_BOOTSTRAP_SERVERS.split(",")[0].rsplit(":", 1)
-    return Connection(hostname=host, port=int(port), transport=Transport,
-                      transport_options=options)
+    return Connection(hostname=host, port=int(port), transport=Transport, transport_options=options)
 
 
 def publish(queue_name: str, bodies: list[str]) -> None:
     with connection() as conn:
         producer = conn.Producer()
         for body in bodies:
-            producer.publish(body, routing_key=queue_name, exchange="", serializer="json",
-                             declare=[Queue(queue_name, routing_key=queue_name)])
+            producer.publish(
+                body,
+                routing_key=queue_name,
+                exchange="",
+                serializer="json",
+                declare=[Queue(queue_name, routing_key=queue_name)],
+            )
         producer.channel.confirm_deliveries()
 
 
 def committed_offset(group: str, queue_name: str) -> int:
-    consumer = Consumer({"bootstrap.servers": settings.KAFKA_BOOTSTRAP_SERVERS,
-                         "group.id": group})
+    consumer = Consumer({"bootstrap.servers": settings.KAFKA_BOOTSTRAP_SERVERS, "group.id": group})
     try:
         [tp] = consumer.committed([TopicPartition(queue_name, 0)], timeout=10)
         return tp.offset
@@ -53,7 +56,10 @@ def committed_offset(group: str, queue_name: str) -> int:
 def probe(*args: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "tests.transport_probe", settings.KAFKA_BOOTSTRAP_SERVERS, *args],
-        cwd=ROOT, env=child_environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=ROOT,
+        env=child_environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
     )
 
@@ -80,10 +86,8 @@ def test_out_of_order_acks_commit_only_the_contiguous_prefix(django_db_setup):
 
 def drain(conn: Connection, received: list, count: int) -> None:
     def enough():
-        try:
+        with contextlib.suppress(TimeoutError):
             conn.drain_events(timeout=0.2)
-        except socket.timeout:
-            pass
         return len(received) >= count
 
     wait_for(enough, timeout=30, interval=0, message=f"{count} messages")
@@ -94,9 +98,11 @@ def test_reject_drops_or_requeues_and_both_count_as_done(django_db_setup):
     publish(queue_name, ["requeue-me", "drop-me"])
     received: list = []
     with connection(group_id=group) as conn:
-        consumer = conn.Consumer(Queue(queue_name, routing_key=queue_name),
-                                 callbacks=[lambda body, msg: received.append((body, msg))],
-                                 accept=["json"])
+        consumer = conn.Consumer(
+            Queue(queue_name, routing_key=queue_name),
+            callbacks=[lambda body, msg: received.append((body, msg))],
+            accept=["json"],
+        )
         consumer.qos(prefetch_count=1)
         consumer.consume()
         drain(conn, received, 1)
@@ -127,9 +133,11 @@ def test_purge_deletes_what_is_queued(django_db_setup):
     publish(queue_name, ["new"])
     received: list = []
     with connection(group_id=group) as conn:
-        consumer = conn.Consumer(Queue(queue_name, routing_key=queue_name),
-                                 callbacks=[lambda body, msg: received.append((body, msg))],
-                                 accept=["json"])
+        consumer = conn.Consumer(
+            Queue(queue_name, routing_key=queue_name),
+            callbacks=[lambda body, msg: received.append((body, msg))],
+            accept=["json"],
+        )
         consumer.consume()
         drain(conn, received, 1)
     assert [body for body, _ in received] == ["new"]
@@ -138,7 +146,11 @@ def test_purge_deletes_what_is_queued(django_db_setup):
 def test_celery_purge_command_works(django_db_setup):
     result = subprocess.run(
         [sys.executable, "-m", "celery", "-A", "jobweaver_site", "purge", "-f"],
-        cwd=ROOT, env=child_environment(), capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        env=child_environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     assert "Purged" in result.stdout or "No messages purged" in result.stdout
