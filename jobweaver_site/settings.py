@@ -108,6 +108,8 @@ JOBWEAVER_BACKOFF_CAP_SECONDS = env.float("JOBWEAVER_BACKOFF_CAP_SECONDS", defau
 JOBWEAVER_BACKOFF_JITTER = env.float("JOBWEAVER_BACKOFF_JITTER", default=0.1)
 JOBWEAVER_LEASE_SECONDS = env.float("JOBWEAVER_LEASE_SECONDS", default=30)
 JOBWEAVER_DISPATCH_TIMEOUT_SECONDS = env.float("JOBWEAVER_DISPATCH_TIMEOUT_SECONDS", default=300)
+# How often beat looks for DISPATCHED/RUNNING executions whose lease expired (lost workers).
+JOBWEAVER_RESCUE_INTERVAL_SECONDS = env.float("JOBWEAVER_RESCUE_INTERVAL_SECONDS", default=10)
 JOBWEAVER_OUTBOX_RELAY_INTERVAL_SECONDS = env.float(
     "JOBWEAVER_OUTBOX_RELAY_INTERVAL_SECONDS", default=5
 )
@@ -126,6 +128,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = max(JOBWEAVER_MAX_REQUEST_BYTES * 2, 2_621_440)
 # --- Celery over Kafka: all wiring in jobweaver_site/celery.py --------------------------------
 # The URL names our transport; the full bootstrap list goes to the transport options.
 CELERY_BROKER_URL = f"jobweaver-kafka://{KAFKA_BOOTSTRAP_SERVERS.split(',')[0]}"
+# SIGTERM: how long running attempts may still finish before they are released (run again).
+JOBWEAVER_SHUTDOWN_GRACE_SECONDS = env.float("JOBWEAVER_SHUTDOWN_GRACE_SECONDS", default=30)
 # Threads per executor process (the `threads` pool); prefetch equals this number.
 JOBWEAVER_EXECUTOR_CONCURRENCY = env.int("JOBWEAVER_EXECUTOR_CONCURRENCY", default=4)
 

@@ -18,7 +18,12 @@ TEST_ENVIRONMENT = {
     "JOBWEAVER_BACKOFF_CAP_SECONDS": "5",
     "JOBWEAVER_BACKOFF_JITTER": "0.1",
     "JOBWEAVER_LEASE_SECONDS": "3",
-    "JOBWEAVER_DISPATCH_TIMEOUT_SECONDS": "30",
+    # The production default, longer than any test: a delivery still queued in Kafka behind a
+    # test's backlog (2,000 jobs) must not be rescued as lost. Tests of the dispatch lease move
+    # `now` past it instead of waiting.
+    "JOBWEAVER_DISPATCH_TIMEOUT_SECONDS": "300",
+    "JOBWEAVER_RESCUE_INTERVAL_SECONDS": "0.5",
+    "JOBWEAVER_SHUTDOWN_GRACE_SECONDS": "2",
 }
 for _name, _value in TEST_ENVIRONMENT.items():
     os.environ.setdefault(_name, _value)

@@ -35,6 +35,10 @@ class AttemptStopped(Exception):
         self.reason = reason
 
 
+class AttemptReleased(AttemptStopped):
+    """The worker is shutting down and its grace period is over: hand the job back."""
+
+
 @dataclass
 class StepContext:
     job_id: str

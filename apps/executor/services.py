@@ -15,12 +15,20 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from apps.executor.engine import AttemptStopped, StepContext, StepFailed, run_steps
+from apps.executor import shutdown
+from apps.executor.engine import (
+    AttemptReleased,
+    AttemptStopped,
+    StepContext,
+    StepFailed,
+    run_steps,
+)
 from apps.executor.models import AttemptOutcome, ExecutionAttempt
 from apps.jobs.selectors import job_get_for_execution
 from apps.scheduler.services import (
@@ -30,6 +38,7 @@ from apps.scheduler.services import (
     execution_record_cancelled,
     execution_record_failure,
     execution_record_success,
+    execution_release,
 )
 
 logger = logging.getLogger(__name__)
@@ -56,7 +65,11 @@ def attempt_start(
     """Claim the execution for this delivery and record its attempt; None for a stale or
     duplicate delivery (its event id is not the current token, or it already ran)."""
     if ExecutionAttempt.objects.filter(event_id=event_id).exists():
-        logger.info("delivery %s of job %s already ran; ignoring the duplicate", event_id, job_id)
+        logger.info(
+            "delivery %s of job %s already has its attempt; ignoring the duplicate",
+            event_id,
+            job_id,
+        )
         return None
     execution = execution_mark_running(job_id=job_id, event_id=event_id)
     if execution is None:
@@ -140,6 +153,45 @@ def attempt_finish(
     return True
 
 
+def attempt_record_lost(
+    *,
+    job_id: uuid.UUID,
+    event_id: uuid.UUID,
+    attempt: int,
+    trace_id: str,
+    started_at: datetime,
+    total_steps: int,
+    error: str,
+    now: datetime,
+) -> ExecutionAttempt:
+    """Mark the attempt of delivery `event_id` LOST (its lease expired); for a delivery that no
+    worker ever started, create its attempt row numbered `attempt`. Called by the scheduler's
+    lease rescue under the execution's row lock, in the transaction that records the decision.
+    """
+    ExecutionAttempt.objects.filter(event_id=event_id, outcome=AttemptOutcome.RUNNING).update(
+        outcome=AttemptOutcome.LOST, error_message=error, finished_at=now
+    )
+    lost, _ = ExecutionAttempt.objects.get_or_create(
+        event_id=event_id,
+        defaults={
+            "job_id": job_id,
+            "attempt": attempt,
+            "trace_id": trace_id,
+            "worker_id": "",
+            "started_at": started_at,
+            "finished_at": now,
+            "outcome": AttemptOutcome.LOST,
+            "error_message": error,
+            "total_steps": total_steps,
+        },
+    )
+    return lost
+
+
+RELEASED_MESSAGE = (
+    "released: the worker shut down before the attempt finished (not counted as a retry)"
+)
+
 # How often a running attempt looks for a cancellation request (a cheap indexed read).
 CANCEL_POLL_SECONDS = 0.25
 
@@ -163,6 +215,24 @@ def attempt_cancelled(
     return True
 
 
+@transaction.atomic
+def attempt_release(*, claimed: ClaimedAttempt, steps_completed: int, log_lines: list[str]) -> bool:
+    """Hand a running job back at worker shutdown (see apps/executor/shutdown.py): the job is
+    PENDING again at once, without using a retry; the attempt is recorded LOST."""
+    if not execution_release(job_id=claimed.job_id, event_id=claimed.event_id):
+        return False
+    ExecutionAttempt.objects.filter(
+        event_id=claimed.event_id, outcome=AttemptOutcome.RUNNING
+    ).update(
+        outcome=AttemptOutcome.LOST,
+        error_message=RELEASED_MESSAGE,
+        finished_at=timezone.now(),
+        steps_completed=steps_completed,
+        log_lines=list(log_lines),
+    )
+    return True
+
+
 class _Checkpoint:
     """Called between steps and inside long steps: enforces the attempt's timeout, notices
     cancellation within CANCEL_POLL_SECONDS, and heartbeats about every third of the lease."""
@@ -176,6 +246,8 @@ class _Checkpoint:
 
     def __call__(self) -> None:
         now = time.monotonic()
+        if shutdown.grace_expired():
+            raise AttemptReleased("the worker is shutting down")
         if now - self.started > self.claimed.timeout_seconds:
             raise StepFailed(
                 f"timed out after {self.claimed.timeout_seconds} s (timeoutSeconds)", retryable=True
@@ -215,12 +287,32 @@ def attempt_execute(*, job_id: uuid.UUID, event_id: uuid.UUID) -> str | None:
         run_steps(claimed.steps, ctx, on_step_done)
     except StepFailed as failure:
         outcome, error, retryable = AttemptOutcome.FAILURE, failure.message, failure.retryable
+    except AttemptReleased:
+        kept = {
+            "claimed": claimed,
+            "steps_completed": progress["steps"],
+            "log_lines": ctx.log_lines,
+        }
+        if attempt_release(**kept):
+            logger.info("job %s attempt %d released at shutdown", job_id, claimed.attempt)
+            return AttemptOutcome.LOST
+        if attempt_cancelled(**kept):
+            return AttemptOutcome.CANCELLED
+        return None
     except AttemptStopped as stop:
-        logger.info("job %s attempt %d stopped: %s", job_id, claimed.attempt, stop.reason)
         if attempt_cancelled(
             claimed=claimed, steps_completed=progress["steps"], log_lines=ctx.log_lines
         ):
+            logger.info("job %s attempt %d cancelled", job_id, claimed.attempt)
             return AttemptOutcome.CANCELLED
+        logger.warning(
+            "job %s attempt %d stopped (%s) and rejected by the fence: event %s is no longer "
+            "current (the lease expired and the job was rescued); nothing recorded",
+            job_id,
+            claimed.attempt,
+            stop.reason,
+            event_id,
+        )
         return None
     attempt_finish(
         claimed=claimed,

@@ -4,10 +4,19 @@ because the service fences on the event id."""
 import uuid
 
 from celery import shared_task
+from celery.signals import worker_shutting_down
+from django.conf import settings
 
+from apps.executor import shutdown
 from apps.executor.services import attempt_execute
 
 
 @shared_task(name="apps.executor.tasks.run_job")
 def run_job(job_id: str, event_id: str) -> str | None:
     return attempt_execute(job_id=uuid.UUID(job_id), event_id=uuid.UUID(event_id))
+
+
+@worker_shutting_down.connect
+def start_shutdown_grace(**kwargs) -> None:
+    """SIGTERM: attempts still running after the grace period are released (shutdown.py)."""
+    shutdown.begin(settings.JOBWEAVER_SHUTDOWN_GRACE_SECONDS)

@@ -14,6 +14,10 @@ def schedule_entries() -> dict[str, tuple[str, float]]:
             "apps.scheduler.tasks.dispatch_due_jobs",
             settings.JOBWEAVER_DISPATCH_INTERVAL_SECONDS,
         ),
+        "jobweaver: rescue expired leases": (
+            "apps.scheduler.tasks.rescue_expired_leases",
+            settings.JOBWEAVER_RESCUE_INTERVAL_SECONDS,
+        ),
         "jobweaver: relay outbox": (
             "apps.outbox.tasks.relay_outbox",
             settings.JOBWEAVER_OUTBOX_RELAY_INTERVAL_SECONDS,

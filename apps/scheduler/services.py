@@ -246,11 +246,15 @@ def execution_record_failure(
     """A failed attempt: RUNNING → PENDING (retry with backoff) or → FAILED (dead letter).
 
     Must run inside the caller's transaction; returns None (changing nothing) when the token is
-    stale. The retry decision and the dead-letter event commit together with the outcome.
+    stale. The retry decision and the dead-letter event commit together with the outcome. A job
+    whose cancellation was requested ends CANCELLED instead: it is never retried automatically.
     """
     execution = _locked_live_execution(job_id, event_id, list(from_statuses))
     if execution is None:
         return None
+    if execution.cancel_requested:
+        _execution_end_cancelled(execution, now=now, reason=f"cancelled ({error})")
+        return RetryDecision(retry=False, retry_count=execution.retry_count, reason="cancelled")
     decision = policy_from_settings().decide(
         retry_count=execution.retry_count,
         max_retries=execution.max_retries,
@@ -328,6 +332,109 @@ def execution_heartbeat(*, job_id: uuid.UUID, event_id: uuid.UUID) -> bool:
     return extended == 1
 
 
+# --- lease rescue (beat) ------------------------------------------------------------------------
+
+LIVE_STATUSES = (ExecutionStatus.DISPATCHED, ExecutionStatus.RUNNING)
+RESCUE_BATCH_SIZE = 100
+
+
+def rescue_expired_leases(
+    *,
+    now: datetime | None = None,
+    batch_size: int = RESCUE_BATCH_SIZE,
+    job_ids: Iterable[uuid.UUID] | None = None,
+) -> list[uuid.UUID]:
+    """Move on every DISPATCHED or RUNNING execution whose lease expired before `now` (its
+    worker or its message was lost); returns the job ids.
+
+    Each counts as a failed attempt with outcome LOST and goes through the same retry policy as
+    a failure (`execution_record_failure`): PENDING with backoff, or FAILED with a dead-letter
+    event; a job whose cancellation was requested ends CANCELLED. The fencing token is cleared,
+    so whatever the lost worker reports later matches no row and is logged as rejected.
+
+    A DISPATCHED execution whose dispatch lease expired was never started (the message was lost,
+    or no worker took it within JOBWEAVER_DISPATCH_TIMEOUT_SECONDS). It still gets an attempt
+    row, numbered after the last one and keyed by the delivery's event id, with outcome LOST and
+    an empty worker id: the history shows what happened, attempt numbers stay 1..n, it counts
+    against the retry budget as ARCHITECTURE §4 says, and if the message turns up after all the
+    executor finds its attempt and ignores it.
+
+    Claims rows with FOR UPDATE SKIP LOCKED in batches, each batch its own transaction: a row
+    locked right now (a worker recording its outcome) is skipped and looked at again on the next
+    tick; a worker that locks the row after the rescue sees the cleared token and changes
+    nothing. `job_ids` limits the rescue to some jobs.
+    """
+    job_ids = list(job_ids) if job_ids is not None else None
+    rescued: list[uuid.UUID] = []
+    while True:
+        batch = _rescue_batch(now=now or timezone.now(), batch_size=batch_size, job_ids=job_ids)
+        rescued.extend(batch)
+        if len(batch) < batch_size:
+            return rescued
+
+
+@transaction.atomic
+def _rescue_batch(
+    *, now: datetime, batch_size: int, job_ids: list[uuid.UUID] | None
+) -> list[uuid.UUID]:
+    expired = (
+        JobExecution.objects.select_for_update(skip_locked=True, of=("self",))
+        .select_related("job")
+        .filter(status__in=LIVE_STATUSES, lease_expires_at__lt=now)
+    )
+    if job_ids is not None:
+        expired = expired.filter(job_id__in=job_ids)
+    executions = list(expired.order_by("lease_expires_at")[:batch_size])
+    for execution in executions:
+        _rescue_one(execution)
+    return [execution.job_id for execution in executions]
+
+
+def _rescue_one(execution: JobExecution) -> None:
+    """Record the live attempt as LOST and the failure decision. Must run under the
+    execution's row lock (taken by `_rescue_batch`)."""
+    # The executor owns attempts and depends on this module, hence the import here.
+    from apps.executor.services import attempt_record_lost
+
+    job = execution.job
+    now = timezone.now()
+    lease = iso(execution.lease_expires_at)
+    if execution.status == ExecutionStatus.RUNNING:
+        error = f"worker lost: lease expired at {lease} without a heartbeat"
+    else:
+        error = f"delivery lost: no worker started it before its dispatch lease expired at {lease}"
+        execution.attempt_count += 1  # the attempt row below takes the next number
+        execution.save(update_fields=["attempt_count", "updated_at"])
+    attempt = attempt_record_lost(
+        job_id=execution.job_id,
+        event_id=execution.current_event_id,
+        attempt=execution.attempt_count,
+        trace_id=job.trace_id,
+        started_at=execution.dispatched_at or now,
+        total_steps=len(job.steps),
+        error=error,
+        now=now,
+    )
+    decision = execution_record_failure(
+        job_id=execution.job_id,
+        event_id=execution.current_event_id,
+        trace_id=job.trace_id,
+        error=error,
+        retryable=True,
+        now=now,
+        from_statuses=LIVE_STATUSES,
+    )
+    logger.warning(
+        "job %s attempt %d LOST (worker %s, event %s): %s; %s",
+        execution.job_id,
+        attempt.attempt,
+        attempt.worker_id or "none",
+        attempt.event_id,
+        error,
+        decision.reason if decision else "unchanged",
+    )
+
+
 # --- operator actions ---------------------------------------------------------------------------
 
 
@@ -387,14 +494,22 @@ def execution_record_cancelled(*, job_id: uuid.UUID, event_id: uuid.UUID) -> boo
     execution = _locked_live_execution(job_id, event_id, [ExecutionStatus.RUNNING])
     if execution is None or not execution.cancel_requested:
         return False
+    _execution_end_cancelled(execution, now=timezone.now())
+    return True
+
+
+def _execution_end_cancelled(
+    execution: JobExecution, *, now: datetime, reason: str = "cancelled"
+) -> None:
+    """→ CANCELLED, clearing the fencing token so that whoever still holds it is fenced off.
+    Must run under the execution's row lock."""
     execution.status = ExecutionStatus.CANCELLED
     execution.current_event_id = None
     execution.lease_expires_at = None
-    execution.finished_at = timezone.now()
-    execution.last_error = "cancelled"
+    execution.finished_at = now
+    execution.last_error = reason
     execution.version += 1
     execution.save()
-    return True
 
 
 def execution_cancel_requested(*, job_id: uuid.UUID, event_id: uuid.UUID) -> bool:
@@ -406,3 +521,30 @@ def execution_cancel_requested(*, job_id: uuid.UUID, event_id: uuid.UUID) -> boo
         status=ExecutionStatus.RUNNING,
         cancel_requested=False,
     ).exists()
+
+
+def execution_release(*, job_id: uuid.UUID, event_id: uuid.UUID) -> bool:
+    """RUNNING → PENDING for the holder of `event_id` whose worker is shutting down: due at
+    once, retry count unchanged (the job did not fail). Must run inside the caller's
+    transaction; False when the token is stale or a cancel was requested (the caller then
+    records the cancellation instead). Dispatched again right after commit."""
+    execution = _locked_live_execution(job_id, event_id, [ExecutionStatus.RUNNING])
+    if execution is None or execution.cancel_requested:
+        return False
+    execution.status = ExecutionStatus.PENDING
+    execution.next_run_at = timezone.now()
+    execution.current_event_id = None
+    execution.lease_expires_at = None
+    execution.version += 1
+    execution.save(
+        update_fields=[
+            "status",
+            "next_run_at",
+            "current_event_id",
+            "lease_expires_at",
+            "version",
+            "updated_at",
+        ]
+    )
+    transaction.on_commit(lambda: dispatch_job_now(job_id))
+    return True

@@ -2,10 +2,16 @@
 
 from celery import shared_task
 
-from apps.scheduler.services import dispatch_due_jobs
+from apps.scheduler.services import dispatch_due_jobs, rescue_expired_leases
 
 
 @shared_task(name="apps.scheduler.tasks.dispatch_due_jobs")
 def dispatch_due_jobs_task() -> int:
     """Every JOBWEAVER_DISPATCH_INTERVAL_SECONDS: send everything that is due."""
     return len(dispatch_due_jobs())
+
+
+@shared_task(name="apps.scheduler.tasks.rescue_expired_leases")
+def rescue_expired_leases_task() -> int:
+    """Every JOBWEAVER_RESCUE_INTERVAL_SECONDS: move on executions whose worker was lost."""
+    return len(rescue_expired_leases())

@@ -47,3 +47,34 @@ def wait_for_status(job_id, *statuses: str, timeout: float = 30) -> str:
 
 def attempts_of(job_id) -> list[ExecutionAttempt]:
     return list(ExecutionAttempt.objects.filter(job_id=job_id).order_by("attempt"))
+
+
+def running_attempt(job_id, *, steps_completed: int = 1, timeout: float = 30) -> ExecutionAttempt:
+    """Wait until the job's attempt is RUNNING with `steps_completed` steps done, i.e. inside
+    the step after them."""
+    return wait_for(
+        lambda: ExecutionAttempt.objects.filter(
+            job_id=job_id, outcome="RUNNING", steps_completed=steps_completed
+        ).first(),
+        timeout=timeout,
+        message=f"job {job_id} to run past step {steps_completed}",
+    )
+
+
+def assert_invariants(job_ids) -> None:
+    """`manage.py check_invariants`, scoped to these jobs: no violation."""
+    from apps.scheduler.invariants import check_invariants
+
+    violations = check_invariants(job_ids=list(job_ids))
+    assert not violations, "\n".join(str(violation) for violation in violations)
+
+
+def live_executors(stack, count: int) -> list:
+    """Forget executors that died, then start new ones until `count` are alive; returns the
+    ones started."""
+    stack.executors[:] = [worker for worker in stack.executors if worker.alive()]
+    started = []
+    while len(stack.executors) < count:
+        # A fresh name: a reused one would append to an old log that already says "ready".
+        started.append(stack.start_executor(f"executor-{uuid.uuid4().hex[:6]}"))
+    return started

@@ -1,0 +1,72 @@
+"""`manage.py check_invariants`: audit job execution (apps/scheduler/invariants.py).
+
+Prints one line per violation and exits 1 if there is any, 0 when every invariant holds, 2 on
+bad input.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+
+from django.core.management.base import BaseCommand, CommandError
+from django.utils.dateparse import parse_datetime
+
+from apps.scheduler.invariants import DEFAULT_SLACK_SECONDS, check_invariants
+
+
+class Command(BaseCommand):
+    help = (
+        "Check the invariants of job execution: every job has an execution, at most one SUCCESS "
+        "per job, attempt numbers 1..n, no expired lease left unrescued, one dead-letter event "
+        "per dead-lettering. Exit status: 0 all hold, 1 violations (one line each), 2 bad input."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--job-ids", nargs="+", metavar="ID", help="check only these jobs (default: all)"
+        )
+        parser.add_argument(
+            "--since", metavar="ISO", help="check only jobs created at or after this time"
+        )
+        parser.add_argument(
+            "--slack",
+            type=float,
+            default=DEFAULT_SLACK_SECONDS,
+            metavar="SECONDS",
+            help="how late beyond one rescue interval an expired lease may still be live "
+            f"(default {DEFAULT_SLACK_SECONDS:g})",
+        )
+
+    def handle(self, *args, **options):
+        job_ids = since = None
+        try:
+            if options["job_ids"] is not None:
+                job_ids = [uuid.UUID(raw) for raw in options["job_ids"]]
+        except ValueError:
+            self._bad_input(f"--job-ids: not a job id in {' '.join(options['job_ids'])}")
+        if options["since"] is not None:
+            try:
+                since = parse_datetime(options["since"])
+            except ValueError:
+                since = None
+            if since is None or since.tzinfo is None:
+                self._bad_input(
+                    f"--since: expected an ISO-8601 time with a zone, got {options['since']!r}"
+                )
+        violations = check_invariants(job_ids=job_ids, since=since, slack_seconds=options["slack"])
+        for violation in violations:
+            self.stdout.write(str(violation))
+        if violations:
+            self.stderr.write(f"check_invariants: {len(violations)} violation(s)")
+            self._exit(1)
+        self.stdout.write("all invariants hold")
+
+    def _bad_input(self, message: str) -> None:
+        self.stderr.write(f"check_invariants: error: {message}")
+        self._exit(2)
+
+    def _exit(self, code: int) -> None:
+        if self._called_from_command_line:
+            sys.exit(code)
+        raise CommandError(f"exit status {code}", returncode=code)

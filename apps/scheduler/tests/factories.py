@@ -1,0 +1,58 @@
+"""Jobs in a given state, built through the real services (no worker, no broker: the publish
+function only records what would have been sent)."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.utils import timezone
+
+from apps.executor.services import ClaimedAttempt, attempt_finish, attempt_start
+from apps.jobs.models import Job
+from apps.jobs.services import job_submit
+from apps.jobs.validation import parse_job_request
+from apps.scheduler.models import JobExecution
+from apps.scheduler.services import dispatch_due_jobs
+
+WORKER = "testhost:4242:MainThread"
+
+
+def submitted_job(steps: list[dict] | None = None, **fields) -> Job:
+    body = {
+        "jobType": "SIMULATION",
+        "payload": {"steps": steps or [{"action": "SLEEP", "durationMs": 1000}]},
+        **fields,
+    }
+    return job_submit(spec=parse_job_request(body)).job
+
+
+def dispatched(job_id: uuid.UUID) -> uuid.UUID:
+    """Dispatch the job (it must be due); returns the event id of its delivery."""
+    sent: list[tuple[str, str]] = []
+    assert dispatch_due_jobs(job_ids=[job_id], publish=sent.extend) == [job_id]
+    return uuid.UUID(sent[0][1])
+
+
+def started(job_id: uuid.UUID, worker_id: str = WORKER) -> ClaimedAttempt:
+    """Dispatch the job and let a worker claim the delivery."""
+    claimed = attempt_start(job_id=job_id, event_id=dispatched(job_id), worker_id=worker_id)
+    assert claimed is not None
+    return claimed
+
+
+def finished(job_id: uuid.UUID, outcome: str = "SUCCESS", error: str = "") -> ClaimedAttempt:
+    """Run one attempt of the job to the given outcome."""
+    claimed = started(job_id)
+    assert attempt_finish(
+        claimed=claimed, outcome=outcome, error=error, steps_completed=0, log_lines=[]
+    )
+    return claimed
+
+
+def execution_of(job_id: uuid.UUID) -> JobExecution:
+    return JobExecution.objects.get(job_id=job_id)
+
+
+def make_due(job_id: uuid.UUID) -> None:
+    """Skip the backoff delay of a retry."""
+    JobExecution.objects.filter(job_id=job_id).update(next_run_at=timezone.now())

@@ -1,0 +1,143 @@
+"""Executors lost in the middle of a SLEEP step, on real worker processes: one is killed
+(SIGKILL), one is paused past its lease (SIGSTOP) and woken again (SIGCONT).
+
+Either way the lease runs out, beat's rescue records the attempt LOST and schedules a retry,
+another executor completes the job, and the lost worker can change nothing afterwards: its
+fencing token is gone. Kafka hands the lost member's partitions to the survivor only after the
+group's session timeout (10 s), so completion may take that long; the rescue itself must come
+within one lease plus one rescue interval.
+"""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+from django.conf import settings
+from django.utils import timezone
+
+from apps.executor.models import ExecutionAttempt
+from apps.scheduler.models import JobExecution
+from tests.integration.helpers import (
+    assert_invariants,
+    attempts_of,
+    live_executors,
+    running_attempt,
+    submit,
+    token_client,
+    wait_for_status,
+)
+from tests.stack import WorkerProcess, wait_for
+
+pytestmark = [pytest.mark.integration]
+
+LEASE = settings.JOBWEAVER_LEASE_SECONDS
+RESCUE_INTERVAL = settings.JOBWEAVER_RESCUE_INTERVAL_SECONDS
+# Beat's lateness, the scheduler worker's queue and a loaded 2-core machine.
+SLACK = 2.0
+IN_SLEEP = [
+    {"action": "LOG", "message": "before the sleep"},
+    {"action": "SLEEP", "durationMs": 4000},
+]
+
+
+def pid_of(attempt: ExecutionAttempt) -> int:
+    return int(attempt.worker_id.split(":")[1])  # hostname:pid:thread
+
+
+def executor_running(stack, attempt: ExecutionAttempt) -> WorkerProcess:
+    [worker] = [worker for worker in stack.executors if worker.pid == pid_of(attempt)]
+    return worker
+
+
+def wait_until_lost(attempt: ExecutionAttempt) -> ExecutionAttempt:
+    return wait_for(
+        lambda: ExecutionAttempt.objects.filter(event_id=attempt.event_id, outcome="LOST").first(),
+        timeout=LEASE + RESCUE_INTERVAL + 20,
+        message=f"attempt {attempt.event_id} to be rescued as LOST",
+    )
+
+
+def test_sigkill_during_sleep_the_job_is_rescued_and_completes_on_another_worker(stack, live_db):
+    live_executors(stack, 2)
+    job_id = submit(token_client(), IN_SLEEP, maxRetryCount=2)
+    attempt = running_attempt(job_id)
+    victim = executor_running(stack, attempt)
+
+    killed_at = timezone.now()
+    victim.signal(signal.SIGKILL)
+    victim.process.wait(10)
+    stack.executors.remove(victim)
+    final_lease = JobExecution.objects.get(job_id=job_id).lease_expires_at
+
+    lost = wait_until_lost(attempt)
+    wait_for_status(job_id, "COMPLETED", timeout=60)
+
+    time_to_rescue = (lost.finished_at - killed_at).total_seconds()
+    after_expiry = (lost.finished_at - final_lease).total_seconds()
+    execution = JobExecution.objects.get(job_id=job_id)
+    recovered = (execution.finished_at - killed_at).total_seconds()
+    print(
+        f"\nSIGKILL: rescued {time_to_rescue:.2f} s after the kill, {after_expiry:.2f} s after "
+        f"the lease expired (lease {LEASE:g} s, rescue interval {RESCUE_INTERVAL:g} s); "
+        f"completed {recovered:.2f} s after the kill"
+    )
+    assert time_to_rescue <= LEASE + RESCUE_INTERVAL + SLACK
+    assert 0 <= after_expiry <= RESCUE_INTERVAL + SLACK
+    attempts = attempts_of(job_id)
+    assert [(a.attempt, a.outcome) for a in attempts] == [(1, "LOST"), (2, "SUCCESS")]
+    assert pid_of(attempts[0]) == victim.pid
+    assert pid_of(attempts[1]) != victim.pid
+    assert attempts[0].steps_completed == 1  # it was lost inside the SLEEP step
+    assert attempts[0].error_message.startswith("worker lost: lease expired at ")
+    assert (execution.retry_count, execution.attempt_count) == (1, 2)
+    assert_invariants([job_id])
+    assert any(worker.alive() for worker in stack.executors)
+
+
+def test_sigstop_past_the_lease_then_sigcont_the_paused_worker_is_fenced_off(stack, live_db):
+    live_executors(stack, 2)
+    job_id = submit(token_client(), IN_SLEEP, maxRetryCount=2)
+    attempt = running_attempt(job_id)
+    victim = executor_running(stack, attempt)
+
+    stopped_at = timezone.now()
+    victim.signal(signal.SIGSTOP)
+    try:
+        lost = wait_until_lost(attempt)
+        wait_for_status(job_id, "COMPLETED", timeout=60)
+    finally:
+        victim.signal(signal.SIGCONT)
+    completed = JobExecution.objects.get(job_id=job_id)
+
+    # Awake again inside its SLEEP step, the worker's next heartbeat finds its token gone: it
+    # stops and records nothing.
+    fenced = f"job {job_id} attempt 1 stopped (lease lost or cancellation requested) and rejected"
+    wait_for(
+        lambda: fenced in victim.log_text(),
+        timeout=30,
+        message=f"the woken executor to report the fence:\n{victim.log_text()[-3000:]}",
+    )
+
+    time_to_rescue = (lost.finished_at - stopped_at).total_seconds()
+    recovered = (completed.finished_at - stopped_at).total_seconds()
+    print(
+        f"\nSIGSTOP: rescued {time_to_rescue:.2f} s after the pause, completed elsewhere "
+        f"{recovered:.2f} s after it"
+    )
+    assert time_to_rescue <= LEASE + RESCUE_INTERVAL + SLACK
+    attempts = attempts_of(job_id)
+    assert [(a.attempt, a.outcome) for a in attempts] == [(1, "LOST"), (2, "SUCCESS")]
+    assert pid_of(attempts[0]) == victim.pid
+    assert pid_of(attempts[1]) != victim.pid
+    # The woken worker changed nothing: its attempt is as the rescue left it, the job as the
+    # second worker left it.
+    assert (attempts[0].finished_at, attempts[0].error_message, attempts[0].steps_completed) == (
+        lost.finished_at,
+        lost.error_message,
+        1,
+    )
+    execution = JobExecution.objects.get(job_id=job_id)
+    assert (execution.status, execution.version) == ("COMPLETED", completed.version)
+    assert_invariants([job_id])
+    live_executors(stack, 1)
