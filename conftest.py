@@ -88,3 +88,8 @@ def _wait_for_probe_job() -> None:
 @pytest.fixture
 def unique() -> str:
     return uuid.uuid4().hex[:10]
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests that restart PostgreSQL or Kafka run last, so they cannot disturb the others."""
+    items.sort(key=lambda item: item.get_closest_marker("restarts_infrastructure") is not None)

@@ -3,6 +3,7 @@ per test session against the test database and the session's topic prefix."""
 
 from __future__ import annotations
 
+import ast
 import os
 import signal
 import subprocess
@@ -79,6 +80,17 @@ class WorkerProcess:
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def assigned_partitions(self) -> set[tuple[str, int]]:
+        """Partitions this worker's consumer owns now, from the transport's log lines."""
+        owned: set[tuple[str, int]] = set()
+        for line in self.log_text().splitlines():
+            for verb, add in (("assigned [", True), ("revoked [", False), ("lost [", False)):
+                if verb in line:
+                    partitions = ast.literal_eval(line[line.index(verb) + len(verb) - 1 :])
+                    for partition in partitions:
+                        (owned.add if add else owned.discard)(tuple(partition))
+        return owned
 
     def wait_ready(self, timeout: float = 60) -> None:
         def ready():

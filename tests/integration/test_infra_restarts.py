@@ -1,0 +1,63 @@
+"""The broker and the database restarted under load: every job still completes, none twice.
+
+These restart the shared PostgreSQL and Kafka of the dev stack (infra/stack.sh), so they run
+last in the session (pytest_collection_modifyitems in conftest.py orders them)."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+from django.db import connection
+
+from apps.scheduler.models import JobExecution
+from tests.integration.test_scaling import (
+    assert_each_job_succeeded_once,
+    ensure_executors,
+    submit_many,
+    wait_all_completed,
+)
+from tests.stack import ROOT, wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.restarts_infrastructure]
+
+
+def restart(part: str) -> float:
+    started = time.monotonic()
+    subprocess.run(
+        [str(ROOT / "infra" / "stack.sh"), f"restart-{part}"],
+        check=True,
+        timeout=180,
+        capture_output=True,
+    )
+    return time.monotonic() - started
+
+
+def completed(job_ids) -> int:
+    return JobExecution.objects.filter(job_id__in=job_ids, status="COMPLETED").count()
+
+
+def test_kafka_restart_during_a_500_job_burst(stack, live_db):
+    ensure_executors(stack, 3)
+    job_ids = submit_many(500, [{"action": "SLEEP", "durationMs": 50}])
+    wait_for(lambda: completed(job_ids) >= 50, timeout=60, message="the burst to be under way")
+
+    downtime = restart("kafka")
+    print(f"kafka restarted in {downtime:.1f} s with {completed(job_ids)} of 500 completed")
+
+    wait_all_completed(job_ids, timeout=300)
+    assert_each_job_succeeded_once(job_ids)
+
+
+def test_postgresql_restart_during_300_running_jobs(stack, live_db):
+    ensure_executors(stack, 3)
+    job_ids = submit_many(300, [{"action": "SLEEP", "durationMs": 100}])
+    wait_for(lambda: completed(job_ids) >= 30, timeout=60, message="the burst to be under way")
+
+    connection.close()
+    downtime = restart("postgres")
+    print(f"postgresql restarted in {downtime:.1f} s")
+
+    wait_all_completed(job_ids, timeout=300)
+    assert_each_job_succeeded_once(job_ids)
