@@ -204,14 +204,14 @@ def throughput(transport: str, workers: int, n: int) -> float:
         bench.stop()
 
 
-def kill_test(transport: str, n: int) -> dict:
+def kill_test(transport: str, n: int, work_ms: float) -> dict:
     bench = Bench(transport)
     try:
         for _ in range(3):
             bench.start_worker()
         bench.warm_up()
         run_id = f"kill-{transport}-{uuid.uuid4().hex[:6]}"
-        bench.publish(run_id, n, work_ms=10)
+        bench.publish(run_id, n, work_ms=work_ms)
         while count(run_id)[0] < n // 3:
             time.sleep(0.02)
         # The victim: the worker that has run the most tasks of this burst (it holds work).
@@ -237,11 +237,14 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--transports", default="ours,stock")
+    parser.add_argument("--kill-tasks", type=int, default=600)
+    parser.add_argument("--kill-work-ms", type=float, default=200)
+    parser.add_argument("--kill-only", action="store_true")
     args = parser.parse_args()
     setup_database()
     transports = args.transports.split(",")
     results: dict[tuple[str, int], list[float]] = {}
-    for round_number in range(1, args.rounds + 1):
+    for round_number in range(1, 0 if args.kill_only else args.rounds + 1):
         for transport in transports:
             for workers in (1, 3):
                 rate = throughput(transport, workers, args.tasks)
@@ -250,6 +253,22 @@ def main() -> None:
                     f"round {round_number}: {transport:9s} x{workers}: {rate:8.0f} tasks/s",
                     flush=True,
                 )
+    if results:
+        print_throughput(results, args)
+    print(
+        f"\nkill test: 3 workers, {args.kill_tasks} tasks of {args.kill_work_ms:g} ms, SIGKILL of "
+        "the busiest worker a third of the way through:"
+    )
+    for transport in transports:
+        outcome = kill_test(transport, args.kill_tasks, args.kill_work_ms)
+        print(
+            f"  {transport:9s}: lost {outcome['lost']}, duplicate deliveries "
+            f"{outcome['duplicate_deliveries']} (ran twice: 0, absorbed by the task's key)",
+            flush=True,
+        )
+
+
+def print_throughput(results: dict, args) -> None:
     print(f"\nthroughput, median of {args.rounds} rounds, {args.tasks} no-op tasks:")
     medians = {key: statistics.median(rates) for key, rates in results.items()}
     for (transport, workers), rate in sorted(medians.items()):
@@ -258,14 +277,6 @@ def main() -> None:
         if ("ours", workers) in medians and ("stock", workers) in medians:
             ratio = medians[("ours", workers)] / medians[("stock", workers)]
             print(f"  ratio ours/stock with {workers} worker(s): {ratio:.1f}x")
-    print("\nkill test: 3 workers, SIGKILL of the busiest a third of the way through:")
-    for transport in transports:
-        outcome = kill_test(transport, args.tasks)
-        print(
-            f"  {transport:9s}: lost {outcome['lost']}, duplicate deliveries "
-            f"{outcome['duplicate_deliveries']} (ran twice: 0, absorbed by the task's key)",
-            flush=True,
-        )
 
 
 if __name__ == "__main__":

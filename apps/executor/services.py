@@ -14,11 +14,12 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.executor import shutdown
@@ -40,6 +41,7 @@ from apps.scheduler.services import (
     execution_record_success,
     execution_release,
 )
+from jobweaver_site.db import DATABASE_UNAVAILABLE, retry_while_database_unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -253,21 +255,49 @@ class _Checkpoint:
                 f"timed out after {self.claimed.timeout_seconds} s (timeoutSeconds)", retryable=True
             )
         ids = {"job_id": self.claimed.job_id, "event_id": self.claimed.event_id}
-        if now >= self.next_heartbeat:
-            self.next_heartbeat = now + self.heartbeat_interval
-            self.next_cancel_poll = now + CANCEL_POLL_SECONDS
-            if not execution_heartbeat(**ids):
-                raise AttemptStopped("lease lost or cancellation requested")
-        elif now >= self.next_cancel_poll:
-            self.next_cancel_poll = now + CANCEL_POLL_SECONDS
-            if execution_cancel_requested(**ids):
-                raise AttemptStopped("lease lost or cancellation requested")
+        try:
+            if now >= self.next_heartbeat:
+                self.next_heartbeat = now + self.heartbeat_interval
+                self.next_cancel_poll = now + CANCEL_POLL_SECONDS
+                if not execution_heartbeat(**ids):
+                    raise AttemptStopped("lease lost or cancellation requested")
+            elif now >= self.next_cancel_poll:
+                self.next_cancel_poll = now + CANCEL_POLL_SECONDS
+                if execution_cancel_requested(**ids):
+                    raise AttemptStopped("lease lost or cancellation requested")
+        except DATABASE_UNAVAILABLE as exc:
+            # Keep working through a short outage and heartbeat again soon; if the lease runs
+            # out meanwhile, the rescue takes the job and the fence refuses our outcome.
+            logger.warning("heartbeat of job %s failed: %s", self.claimed.job_id, exc)
+            connection.close()
+            self.next_heartbeat = now + min(1.0, self.heartbeat_interval)
+
+
+# How long a worker keeps retrying a claim or an outcome while PostgreSQL is unavailable (a
+# restart takes about a second); the lease rescue covers anything longer.
+DATABASE_RETRY_SECONDS = 20.0
+
+
+def _durably(record: Callable[..., bool], kwargs: dict, what: str) -> bool:
+    """Record an attempt's end, retrying through a short database outage. Safe to repeat: each
+    recorder is one fenced transaction, so a retry after a lost commit is simply refused."""
+    claimed = kwargs["claimed"]
+    return retry_while_database_unavailable(
+        lambda: record(**kwargs),
+        what=f"{what} of job {claimed.job_id} attempt {claimed.attempt}",
+        timeout=DATABASE_RETRY_SECONDS,
+    )
 
 
 def attempt_execute(*, job_id: uuid.UUID, event_id: uuid.UUID) -> str | None:
     """Run one delivery of a job end to end; returns the recorded outcome, or None if the
     delivery was a duplicate or stale."""
-    claimed = attempt_start(job_id=job_id, event_id=event_id, worker_id=worker_identity())
+    worker_id = worker_identity()
+    claimed = retry_while_database_unavailable(
+        lambda: attempt_start(job_id=job_id, event_id=event_id, worker_id=worker_id),
+        what=f"claim of job {job_id}",
+        timeout=DATABASE_RETRY_SECONDS,
+    )
     if claimed is None:
         return None
     ctx = StepContext(
@@ -280,7 +310,13 @@ def attempt_execute(*, job_id: uuid.UUID, event_id: uuid.UUID) -> str | None:
 
     def on_step_done(count: int) -> None:
         progress["steps"] = count
-        attempt_record_progress(event_id=event_id, steps_completed=count, log_lines=ctx.log_lines)
+        try:
+            attempt_record_progress(
+                event_id=event_id, steps_completed=count, log_lines=ctx.log_lines
+            )
+        except DATABASE_UNAVAILABLE as exc:  # progress is informative; the outcome is not
+            logger.warning("progress of job %s not recorded: %s", job_id, exc)
+            connection.close()
 
     outcome, error, retryable = AttemptOutcome.SUCCESS, "", True
     try:
@@ -293,16 +329,19 @@ def attempt_execute(*, job_id: uuid.UUID, event_id: uuid.UUID) -> str | None:
             "steps_completed": progress["steps"],
             "log_lines": ctx.log_lines,
         }
-        if attempt_release(**kept):
+        if _durably(attempt_release, kept, "release"):
             logger.info("job %s attempt %d released at shutdown", job_id, claimed.attempt)
             return AttemptOutcome.LOST
-        if attempt_cancelled(**kept):
+        if _durably(attempt_cancelled, kept, "cancellation"):
             return AttemptOutcome.CANCELLED
         return None
     except AttemptStopped as stop:
-        if attempt_cancelled(
-            claimed=claimed, steps_completed=progress["steps"], log_lines=ctx.log_lines
-        ):
+        kept = {
+            "claimed": claimed,
+            "steps_completed": progress["steps"],
+            "log_lines": ctx.log_lines,
+        }
+        if _durably(attempt_cancelled, kept, "cancellation"):
             logger.info("job %s attempt %d cancelled", job_id, claimed.attempt)
             return AttemptOutcome.CANCELLED
         logger.warning(
@@ -314,13 +353,17 @@ def attempt_execute(*, job_id: uuid.UUID, event_id: uuid.UUID) -> str | None:
             event_id,
         )
         return None
-    attempt_finish(
-        claimed=claimed,
-        outcome=outcome,
-        error=error,
-        retryable=retryable,
-        steps_completed=progress["steps"],
-        log_lines=ctx.log_lines,
+    _durably(
+        attempt_finish,
+        {
+            "claimed": claimed,
+            "outcome": outcome,
+            "error": error,
+            "retryable": retryable,
+            "steps_completed": progress["steps"],
+            "log_lines": ctx.log_lines,
+        },
+        "outcome",
     )
     logger.info("job %s attempt %d: %s %s", job_id, claimed.attempt, outcome, error)
     return outcome

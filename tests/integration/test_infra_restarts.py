@@ -40,11 +40,14 @@ def completed(job_ids) -> int:
 
 def test_kafka_restart_during_a_500_job_burst(stack, live_db):
     ensure_executors(stack, 3)
-    job_ids = submit_many(500, [{"action": "SLEEP", "durationMs": 50}])
+    # ~12 s of work for 3 executors x 4 threads: the restart lands in the middle of it.
+    job_ids = submit_many(500, [{"action": "SLEEP", "durationMs": 300}])
     wait_for(lambda: completed(job_ids) >= 50, timeout=60, message="the burst to be under way")
 
+    before = completed(job_ids)
     downtime = restart("kafka")
-    print(f"kafka restarted in {downtime:.1f} s with {completed(job_ids)} of 500 completed")
+    print(f"kafka restarted ({downtime:.1f} s) after {before} of 500 had completed")
+    assert before < 400, "the burst was nearly over before the restart; make the jobs longer"
 
     wait_all_completed(job_ids, timeout=300)
     assert_each_job_succeeded_once(job_ids)
@@ -52,12 +55,14 @@ def test_kafka_restart_during_a_500_job_burst(stack, live_db):
 
 def test_postgresql_restart_during_300_running_jobs(stack, live_db):
     ensure_executors(stack, 3)
-    job_ids = submit_many(300, [{"action": "SLEEP", "durationMs": 100}])
+    job_ids = submit_many(300, [{"action": "SLEEP", "durationMs": 500}])
     wait_for(lambda: completed(job_ids) >= 30, timeout=60, message="the burst to be under way")
 
+    before = completed(job_ids)
     connection.close()
     downtime = restart("postgres")
-    print(f"postgresql restarted in {downtime:.1f} s")
+    print(f"postgresql restarted ({downtime:.1f} s) after {before} of 300 had completed")
+    assert before < 250, "the burst was nearly over before the restart; make the jobs longer"
 
     wait_all_completed(job_ids, timeout=300)
     assert_each_job_succeeded_once(job_ids)
