@@ -232,6 +232,57 @@ def kill_test(transport: str, n: int, work_ms: float) -> dict:
         bench.stop()
 
 
+def commit_probe(transport: str) -> int:
+    """Receive 3 messages (prefetch 3), ack only the first: which offset did the transport
+    commit? Anything above 1 covers unfinished messages that a crash would lose."""
+    import contextlib
+
+    from confluent_kafka import Consumer, TopicPartition
+    from kombu import Connection, Queue
+
+    url, options = TRANSPORTS[transport]
+    queue = f"bench-{uuid.uuid4().hex[:8]}-probe"
+    group = f"{queue}-consumer-group"  # the stock transport's fixed naming
+    # One partition, so the three messages are in order on partition 0.
+    probe_options = {**options, "group_id": group, "default_partitions": 1, "num_partitions": 1}
+    with Connection(url, transport_options=probe_options) as conn:
+        producer = conn.Producer()
+        for body in ("m1", "m2", "m3"):
+            producer.publish(
+                body,
+                routing_key=queue,
+                exchange="",
+                serializer="json",
+                declare=[Queue(queue, routing_key=queue)],
+            )
+        confirm = getattr(producer.channel, "confirm_deliveries", None)
+        if confirm:
+            confirm()
+    received = []
+    with Connection(url, transport_options=probe_options) as conn:
+        consumer = conn.Consumer(
+            Queue(queue, routing_key=queue),
+            accept=["json"],
+            callbacks=[lambda body, message: received.append(message)],
+        )
+        consumer.qos(prefetch_count=3)
+        consumer.consume()
+        deadline = time.monotonic() + 60
+        while len(received) < 3 and time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                conn.drain_events(timeout=1)
+        received[0].ack()
+        commit_now = getattr(consumer.channel, "commit_now", None)
+        if commit_now:
+            commit_now()
+        time.sleep(1)  # let an asynchronous commit (the stock transport's) reach the broker
+        reader = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": group})
+        try:
+            return reader.committed([TopicPartition(queue, 0)], timeout=10)[0].offset
+        finally:
+            reader.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tasks", type=int, default=2000)
@@ -255,6 +306,11 @@ def main() -> None:
                 )
     if results:
         print_throughput(results, args)
+    print("\ncommit check: 3 messages received, only the first acked; committed offset:")
+    for transport in transports:
+        offset = commit_probe(transport)
+        verdict = "correct" if offset == 1 else f"covers {offset - 1} unfinished message(s)"
+        print(f"  {transport:9s}: {offset} ({verdict})", flush=True)
     print(
         f"\nkill test: 3 workers, {args.kill_tasks} tasks of {args.kill_work_ms:g} ms, SIGKILL of "
         "the busiest worker a third of the way through:"
