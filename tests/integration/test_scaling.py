@@ -12,6 +12,7 @@ from apps.executor.models import ExecutionAttempt
 from apps.jobs.services import job_submit
 from apps.jobs.validation import parse_job_request
 from apps.scheduler.models import JobExecution
+from tests.integration.helpers import assert_invariants
 from tests.stack import wait_for
 
 pytestmark = [pytest.mark.integration]
@@ -54,6 +55,8 @@ def wait_all_completed(job_ids: set, timeout: float) -> None:
 
 
 def assert_each_job_succeeded_once(job_ids: set) -> None:
+    """Exactly one SUCCESS attempt per job, and every invariant of check_invariants holds."""
+    assert_invariants(job_ids)
     per_job = (
         ExecutionAttempt.objects.filter(job_id__in=job_ids, outcome="SUCCESS")
         .values("job_id")
