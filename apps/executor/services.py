@@ -318,17 +318,21 @@ def attempt_execute(*, job_id: uuid.UUID, event_id: uuid.UUID) -> str | None:
             logger.warning("progress of job %s not recorded: %s", job_id, exc)
             connection.close()
 
+    def ending() -> dict:
+        """What every recorder of an attempt's end needs."""
+        return {
+            "claimed": claimed,
+            "steps_completed": progress["steps"],
+            "log_lines": ctx.log_lines,
+        }
+
     outcome, error, retryable = AttemptOutcome.SUCCESS, "", True
     try:
         run_steps(claimed.steps, ctx, on_step_done)
     except StepFailed as failure:
         outcome, error, retryable = AttemptOutcome.FAILURE, failure.message, failure.retryable
     except AttemptReleased:
-        kept = {
-            "claimed": claimed,
-            "steps_completed": progress["steps"],
-            "log_lines": ctx.log_lines,
-        }
+        kept = ending()
         if _durably(attempt_release, kept, "release"):
             logger.info("job %s attempt %d released at shutdown", job_id, claimed.attempt)
             return AttemptOutcome.LOST
@@ -336,11 +340,7 @@ def attempt_execute(*, job_id: uuid.UUID, event_id: uuid.UUID) -> str | None:
             return AttemptOutcome.CANCELLED
         return None
     except AttemptStopped as stop:
-        kept = {
-            "claimed": claimed,
-            "steps_completed": progress["steps"],
-            "log_lines": ctx.log_lines,
-        }
+        kept = ending()
         if _durably(attempt_cancelled, kept, "cancellation"):
             logger.info("job %s attempt %d cancelled", job_id, claimed.attempt)
             return AttemptOutcome.CANCELLED
@@ -355,14 +355,7 @@ def attempt_execute(*, job_id: uuid.UUID, event_id: uuid.UUID) -> str | None:
         return None
     _durably(
         attempt_finish,
-        {
-            "claimed": claimed,
-            "outcome": outcome,
-            "error": error,
-            "retryable": retryable,
-            "steps_completed": progress["steps"],
-            "log_lines": ctx.log_lines,
-        },
+        {**ending(), "outcome": outcome, "error": error, "retryable": retryable},
         "outcome",
     )
     logger.info("job %s attempt %d: %s %s", job_id, claimed.attempt, outcome, error)

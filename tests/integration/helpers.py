@@ -45,6 +45,11 @@ def wait_for_status(job_id, *statuses: str, timeout: float = 30) -> str:
     )
 
 
+def worker_pid(attempt: ExecutionAttempt) -> int:
+    """The pid of the executor process that ran an attempt (worker_id is host:pid:thread)."""
+    return int(attempt.worker_id.split(":")[1])
+
+
 def attempts_of(job_id) -> list[ExecutionAttempt]:
     return list(ExecutionAttempt.objects.filter(job_id=job_id).order_by("attempt"))
 

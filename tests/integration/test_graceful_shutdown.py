@@ -9,7 +9,6 @@ import time
 import pytest
 from django.conf import settings
 
-from apps.executor.models import ExecutionAttempt
 from tests.integration.helpers import (
     assert_invariants,
     attempts_of,
@@ -18,16 +17,13 @@ from tests.integration.helpers import (
     submit,
     token_client,
     wait_for_status,
+    worker_pid,
 )
 from tests.stack import wait_for
 
 pytestmark = [pytest.mark.integration]
 
 GRACE = settings.JOBWEAVER_SHUTDOWN_GRACE_SECONDS
-
-
-def pid_of(attempt: ExecutionAttempt) -> int:
-    return int(attempt.worker_id.split(":")[1])
 
 
 def test_sigterm_finishes_short_attempts_and_releases_long_ones(stack, live_db):
@@ -39,7 +35,7 @@ def test_sigterm_finishes_short_attempts_and_releases_long_ones(stack, live_db):
         maxRetryCount=0,
     )
     long_attempt = running_attempt(long_job)
-    [victim] = [e for e in stack.executors if e.pid == pid_of(long_attempt)]
+    [victim] = [e for e in stack.executors if e.pid == worker_pid(long_attempt)]
 
     # A short job on the same worker, still running when SIGTERM arrives.
     short_job = None
@@ -49,7 +45,7 @@ def test_sigterm_finishes_short_attempts_and_releases_long_ones(stack, live_db):
             client, [{"action": "LOG", "message": "go"}, {"action": "SLEEP", "durationMs": 1500}]
         )
         attempt = running_attempt(candidate)
-        if pid_of(attempt) == victim.pid:
+        if worker_pid(attempt) == victim.pid:
             short_job = candidate
     assert short_job is not None, "could not place a short job on the victim executor"
 
@@ -70,7 +66,7 @@ def test_sigterm_finishes_short_attempts_and_releases_long_ones(stack, live_db):
     )
     first, second = attempts_of(long_job)
     assert first.outcome == "LOST" and "released" in first.error_message
-    assert pid_of(second) != victim.pid
+    assert worker_pid(second) != victim.pid
     assert stopped_after < GRACE + 10, f"the worker took {stopped_after:.1f} s to stop"
     print(f"SIGTERM: worker stopped after {stopped_after:.1f} s (grace {GRACE} s)")
 

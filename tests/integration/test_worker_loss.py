@@ -26,6 +26,7 @@ from tests.integration.helpers import (
     submit,
     token_client,
     wait_for_status,
+    worker_pid,
 )
 from tests.stack import WorkerProcess, wait_for
 
@@ -41,12 +42,8 @@ IN_SLEEP = [
 ]
 
 
-def pid_of(attempt: ExecutionAttempt) -> int:
-    return int(attempt.worker_id.split(":")[1])  # hostname:pid:thread
-
-
 def executor_running(stack, attempt: ExecutionAttempt) -> WorkerProcess:
-    [worker] = [worker for worker in stack.executors if worker.pid == pid_of(attempt)]
+    [worker] = [worker for worker in stack.executors if worker.pid == worker_pid(attempt)]
     return worker
 
 
@@ -86,8 +83,8 @@ def test_sigkill_during_sleep_the_job_is_rescued_and_completes_on_another_worker
     assert 0 <= after_expiry <= RESCUE_INTERVAL + SLACK
     attempts = attempts_of(job_id)
     assert [(a.attempt, a.outcome) for a in attempts] == [(1, "LOST"), (2, "SUCCESS")]
-    assert pid_of(attempts[0]) == victim.pid
-    assert pid_of(attempts[1]) != victim.pid
+    assert worker_pid(attempts[0]) == victim.pid
+    assert worker_pid(attempts[1]) != victim.pid
     assert attempts[0].steps_completed == 1  # it was lost inside the SLEEP step
     assert attempts[0].error_message.startswith("worker lost: lease expired at ")
     assert (execution.retry_count, execution.attempt_count) == (1, 2)
@@ -128,8 +125,8 @@ def test_sigstop_past_the_lease_then_sigcont_the_paused_worker_is_fenced_off(sta
     assert time_to_rescue <= LEASE + RESCUE_INTERVAL + SLACK
     attempts = attempts_of(job_id)
     assert [(a.attempt, a.outcome) for a in attempts] == [(1, "LOST"), (2, "SUCCESS")]
-    assert pid_of(attempts[0]) == victim.pid
-    assert pid_of(attempts[1]) != victim.pid
+    assert worker_pid(attempts[0]) == victim.pid
+    assert worker_pid(attempts[1]) != victim.pid
     # The woken worker changed nothing: its attempt is as the rescue left it, the job as the
     # second worker left it.
     assert (attempts[0].finished_at, attempts[0].error_message, attempts[0].steps_completed) == (
