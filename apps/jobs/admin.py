@@ -8,12 +8,11 @@ its Retry and Cancel actions call the same services as the API.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import flatten_fieldsets
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
 
@@ -21,6 +20,7 @@ from apps.executor.models import ExecutionAttempt
 from apps.jobs.models import Job
 from apps.jobs.services import job_cancel, job_retry
 from apps.scheduler.models import JobExecution
+from jobweaver_site.admin_tools import ExactSearchMixin
 from jobweaver_site.errors import InvalidStateTransition, JobNotFound
 from jobweaver_site.timeutil import iso
 
@@ -112,7 +112,7 @@ def _plural(count: int, noun: str) -> str:
 
 
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(ExactSearchMixin, admin.ModelAdmin):
     list_display = [
         "id",
         "status",
@@ -127,6 +127,7 @@ class JobAdmin(admin.ModelAdmin):
     # Search is exact (see get_search_results); the fields here only label the search box.
     search_fields = ["id", "trace_id"]
     search_help_text = "Exact job id or trace id."
+    exact_uuid_fields = ("id",)
     # Counting every job on each page load is what makes big changelists slow.
     show_full_result_count = False
     actions = ["retry_jobs", "cancel_jobs"]
@@ -176,23 +177,6 @@ class JobAdmin(admin.ModelAdmin):
         return format_html("<pre>{}</pre>", json.dumps(job.steps, indent=2, ensure_ascii=False))
 
     # --- search -------------------------------------------------------------------------------
-
-    def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet[Job], search_term: str
-    ) -> tuple[QuerySet[Job], bool]:
-        """Exact matches on indexed columns instead of a substring scan over every job.
-
-        A term that parses as a UUID may be a job id or a trace id (the default trace id is a
-        UUID's hex), so it matches either.
-        """
-        term = search_term.strip()
-        if not term:
-            return queryset, False
-        try:
-            job_id = uuid.UUID(term)
-        except ValueError:
-            return queryset.filter(trace_id=term), False
-        return queryset.filter(Q(id=job_id) | Q(trace_id=term)), False
 
     # --- actions ------------------------------------------------------------------------------
 

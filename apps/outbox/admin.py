@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.db.models import QuerySet
-from django.http import HttpRequest
 
 from apps.outbox.models import OutboxEvent
+from jobweaver_site.admin_tools import ReadOnlyAdmin
 from jobweaver_site.kafka import EVENT_TOPICS
 
 
@@ -40,7 +40,7 @@ class PublishedFilter(admin.SimpleListFilter):
 
 
 @admin.register(OutboxEvent)
-class OutboxEventAdmin(admin.ModelAdmin):
+class OutboxEventAdmin(ReadOnlyAdmin):
     list_display = ["id", "topic", "key", "created_at", "published_at", "publish_attempts"]
     list_filter = [TopicFilter, PublishedFilter]
     # The key is the job id as text: an exact match finds every event of one job.
@@ -48,12 +48,3 @@ class OutboxEventAdmin(admin.ModelAdmin):
     search_help_text = "Exact key (job id) or trace id."
     show_full_result_count = False
     ordering = ["-created_at"]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False

@@ -1,0 +1,32 @@
+"""The read-only admins of executions, attempts and outbox events render and search exactly."""
+
+import pytest
+
+from apps.jobs.services import job_submit
+from apps.jobs.validation import parse_job_request
+
+READ_ONLY_LISTS = [
+    "/admin/scheduler/jobexecution/",
+    "/admin/executor/executionattempt/",
+    "/admin/outbox/outboxevent/",
+]
+
+
+@pytest.fixture
+def job(db):
+    body = {"jobType": "SIMULATION", "payload": {"steps": [{"action": "LOG", "message": "x"}]}}
+    return job_submit(spec=parse_job_request(body)).job
+
+
+@pytest.mark.parametrize("url", READ_ONLY_LISTS)
+def test_read_only_lists_render_for_any_search(admin_client, job, url):
+    for term in ["", str(job.id), job.trace_id, "no-such-id"]:
+        assert admin_client.get(url, {"q": term}).status_code == 200
+    assert admin_client.get(url + "add/").status_code == 403
+
+
+def test_execution_search_finds_the_job_by_id_or_trace_id_only(admin_client, job):
+    url = "/admin/scheduler/jobexecution/"
+    assert str(job.id) in admin_client.get(url, {"q": str(job.id)}).content.decode()
+    assert str(job.id) in admin_client.get(url, {"q": job.trace_id}).content.decode()
+    assert str(job.id) not in admin_client.get(url, {"q": "no-such-id"}).content.decode()
