@@ -68,6 +68,18 @@ def celery_publisher(messages: list[tuple[str, str]]) -> None:
         producer.channel.confirm_deliveries()
 
 
+def _drain_in_batches(
+    claim_batch: Callable[[], list[uuid.UUID]], batch_size: int
+) -> list[uuid.UUID]:
+    """Run `claim_batch` (one transaction each) until a batch comes back short; all job ids."""
+    claimed: list[uuid.UUID] = []
+    while True:
+        batch = claim_batch()
+        claimed.extend(batch)
+        if len(batch) < batch_size:
+            return claimed
+
+
 def dispatch_due_jobs(
     *,
     now: datetime | None = None,
@@ -84,14 +96,12 @@ def dispatch_due_jobs(
     batch_size = batch_size or settings.JOBWEAVER_DISPATCH_BATCH_SIZE
     publish = publish or celery_publisher
     job_ids = list(job_ids) if job_ids is not None else None
-    dispatched: list[uuid.UUID] = []
-    while True:
-        batch = _dispatch_batch(
+    return _drain_in_batches(
+        lambda: _dispatch_batch(
             now=now or timezone.now(), batch_size=batch_size, job_ids=job_ids, publish=publish
-        )
-        dispatched.extend(batch)
-        if len(batch) < batch_size:
-            return dispatched
+        ),
+        batch_size,
+    )
 
 
 @transaction.atomic
@@ -365,12 +375,10 @@ def rescue_expired_leases(
     nothing. `job_ids` limits the rescue to some jobs.
     """
     job_ids = list(job_ids) if job_ids is not None else None
-    rescued: list[uuid.UUID] = []
-    while True:
-        batch = _rescue_batch(now=now or timezone.now(), batch_size=batch_size, job_ids=job_ids)
-        rescued.extend(batch)
-        if len(batch) < batch_size:
-            return rescued
+    return _drain_in_batches(
+        lambda: _rescue_batch(now=now or timezone.now(), batch_size=batch_size, job_ids=job_ids),
+        batch_size,
+    )
 
 
 @transaction.atomic

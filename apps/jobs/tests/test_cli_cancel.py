@@ -5,10 +5,8 @@ unknown id, with one line on stderr."""
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 
 import pytest
-from django.db import connections
 
 from apps.jobs.management.commands.cancel_job import Command
 from apps.scheduler.tests.factories import execution_of, finished, started, submitted_job
@@ -16,29 +14,9 @@ from apps.scheduler.tests.factories import execution_of, finished, started, subm
 pytestmark = pytest.mark.django_db
 
 
-@dataclass
-class Run:
-    code: int
-    out: str
-    err: str
-
-
 @pytest.fixture
-def cancel_job(monkeypatch, capsys):
-    # run_from_argv closes every database connection when it ends; here that would close the
-    # connection that holds the test's transaction.
-    monkeypatch.setattr(connections, "close_all", lambda: None)
-
-    def run(*args: str) -> Run:
-        try:
-            Command().run_from_argv(["manage.py", "cancel_job", *args])
-            code = 0
-        except SystemExit as exc:
-            code = exc.code
-        captured = capsys.readouterr()
-        return Run(code, captured.out, captured.err)
-
-    return run
+def cancel_job(run_command):
+    return lambda *args: run_command(Command, "cancel_job", *args)
 
 
 def test_help_runs(cancel_job):

@@ -11,14 +11,12 @@ from __future__ import annotations
 import io
 import json
 import sys
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.db import connections
 
 from apps.jobs.management.commands.submit_job import Command
 from apps.jobs.models import Job
@@ -26,29 +24,9 @@ from apps.jobs.models import Job
 pytestmark = pytest.mark.django_db
 
 
-@dataclass
-class Run:
-    code: int
-    out: str
-    err: str
-
-
 @pytest.fixture
-def submit_job(monkeypatch, capsys):
-    # run_from_argv closes every database connection when it ends; here that would close the
-    # connection that holds the test's transaction.
-    monkeypatch.setattr(connections, "close_all", lambda: None)
-
-    def run(*args: str) -> Run:
-        try:
-            Command().run_from_argv(["manage.py", "submit_job", *args])
-            code = 0
-        except SystemExit as exc:
-            code = exc.code
-        captured = capsys.readouterr()
-        return Run(code, captured.out, captured.err)
-
-    return run
+def submit_job(run_command):
+    return lambda *args: run_command(Command, "submit_job", *args)
 
 
 def the_job() -> Job:
