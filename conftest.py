@@ -40,8 +40,8 @@ def stack(django_db_setup, django_db_blocker):
     """Scheduler worker, beat and one executor, ready to run jobs (a probe job has completed)."""
     from django.conf import settings
 
+    from apps.core.kafka import common_config, ensure_topics
     from apps.scheduler.beat import beat_schedule_setup
-    from jobweaver_site.kafka import common_config, ensure_topics
 
     ensure_topics()
     with django_db_blocker.unblock():

@@ -48,8 +48,8 @@ def running_stack(executors: int = 1):
     """Scheduler, beat and `executors` executor processes; yields once a probe job completed."""
     from django.conf import settings
 
+    from apps.core.kafka import common_config, ensure_topics
     from apps.scheduler.beat import beat_schedule_setup
-    from jobweaver_site.kafka import common_config, ensure_topics
     from tests.stack import WorkerProcess, child_environment
 
     ensure_topics()

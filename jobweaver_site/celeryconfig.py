@@ -12,7 +12,7 @@ fanout, and job state lives in PostgreSQL, not in a result backend.
 from django.conf import settings
 from kombu import Queue
 
-from jobweaver_site.kafka import RUN_JOB, SCHEDULER, topic_name
+from apps.core.kafka import RUN_JOB, SCHEDULER, topic_name
 
 RUN_JOB_QUEUE = topic_name(RUN_JOB)
 SCHEDULER_QUEUE = topic_name(SCHEDULER)

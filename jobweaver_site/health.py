@@ -5,7 +5,7 @@ from django.db.utils import DatabaseError
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET
 
-from jobweaver_site.kafka import broker_reachable
+from apps.core.kafka import broker_reachable
 
 
 @require_GET

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from apps.core.admin_tools import ExactSearchMixin, ReadOnlyAdmin
 from apps.executor.models import ExecutionAttempt
-from jobweaver_site.admin_tools import ExactSearchMixin, ReadOnlyAdmin
 
 
 @admin.register(ExecutionAttempt)

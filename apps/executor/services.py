@@ -22,6 +22,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from apps.core.db import DATABASE_UNAVAILABLE, retry_while_database_unavailable
 from apps.executor import shutdown
 from apps.executor.engine import (
     AttemptReleased,
@@ -41,7 +42,6 @@ from apps.scheduler.services import (
     execution_record_success,
     execution_release,
 )
-from jobweaver_site.db import DATABASE_UNAVAILABLE, retry_while_database_unavailable
 
 logger = logging.getLogger(__name__)
 

@@ -8,9 +8,9 @@ from celery.exceptions import Reject
 from celery.signals import worker_shutting_down
 from django.conf import settings
 
+from apps.core.db import DATABASE_UNAVAILABLE
 from apps.executor import shutdown
 from apps.executor.services import attempt_execute
-from jobweaver_site.db import DATABASE_UNAVAILABLE
 
 
 @shared_task(name="apps.executor.tasks.run_job")

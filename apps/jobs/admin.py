@@ -16,13 +16,13 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
 
+from apps.core.admin_tools import ExactSearchMixin
+from apps.core.errors import InvalidStateTransition, JobNotFound
+from apps.core.timeutil import iso
 from apps.executor.models import ExecutionAttempt
 from apps.jobs.models import Job
 from apps.jobs.services import job_cancel, job_retry
 from apps.scheduler.models import JobExecution
-from jobweaver_site.admin_tools import ExactSearchMixin
-from jobweaver_site.errors import InvalidStateTransition, JobNotFound
-from jobweaver_site.timeutil import iso
 
 # Skipped jobs are listed by reason in the action's message; beyond this many, only counted.
 MAX_SKIPPED_REASONS_SHOWN = 10

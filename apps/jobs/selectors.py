@@ -6,8 +6,8 @@ import uuid
 
 from django.db.models import QuerySet
 
+from apps.core.errors import InvalidRequest, JobNotFound
 from apps.jobs.models import Job
-from jobweaver_site.errors import InvalidRequest, JobNotFound
 
 
 def parse_job_id(raw: str | uuid.UUID) -> uuid.UUID:

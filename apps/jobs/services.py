@@ -10,6 +10,9 @@ from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 
+from apps.core.errors import IdempotencyConflict, InvalidRequest
+from apps.core.kafka import JOB_CREATED
+from apps.core.timeutil import iso
 from apps.jobs.models import Job
 from apps.jobs.selectors import parse_job_id
 from apps.jobs.validation import JobSpec
@@ -20,9 +23,6 @@ from apps.scheduler.services import (
     execution_create,
     execution_retry,
 )
-from jobweaver_site.errors import IdempotencyConflict, InvalidRequest
-from jobweaver_site.kafka import JOB_CREATED
-from jobweaver_site.timeutil import iso
 
 logger = logging.getLogger(__name__)
 

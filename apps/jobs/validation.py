@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 
 from django.conf import settings
 
-from jobweaver_site.errors import InvalidRequest
+from apps.core.errors import InvalidRequest
 
 JOB_TYPES = ("SIMULATION",)
 MAX_DURATION_MS = 600_000

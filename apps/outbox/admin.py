@@ -6,9 +6,9 @@ from __future__ import annotations
 from django.contrib import admin
 from django.db.models import QuerySet
 
+from apps.core.admin_tools import ReadOnlyAdmin
+from apps.core.kafka import EVENT_TOPICS
 from apps.outbox.models import OutboxEvent
-from jobweaver_site.admin_tools import ReadOnlyAdmin
-from jobweaver_site.kafka import EVENT_TOPICS
 
 
 class TopicFilter(admin.SimpleListFilter):

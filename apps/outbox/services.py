@@ -17,8 +17,8 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from apps.core.kafka import event_producer, topic_name
 from apps.outbox.models import OutboxEvent
-from jobweaver_site.kafka import event_producer, topic_name
 
 logger = logging.getLogger(__name__)
 

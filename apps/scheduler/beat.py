@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import transaction
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
+from apps.core.kafka import SCHEDULER, topic_name
+
 
 # name -> (task, interval seconds)
 def schedule_entries() -> dict[str, tuple[str, float]]:
@@ -38,8 +40,6 @@ def _interval(seconds: float) -> IntervalSchedule:
 @transaction.atomic
 def beat_schedule_setup() -> list[str]:
     """Create or update the project's periodic tasks (idempotent); returns their names."""
-    from jobweaver_site.celeryconfig import SCHEDULER_QUEUE
-
     for name, (task, seconds) in schedule_entries().items():
         PeriodicTask.objects.update_or_create(
             name=name,
@@ -47,8 +47,8 @@ def beat_schedule_setup() -> list[str]:
                 "task": task,
                 "interval": _interval(seconds),
                 "crontab": None,
-                "queue": SCHEDULER_QUEUE,
-                "routing_key": SCHEDULER_QUEUE,
+                "queue": topic_name(SCHEDULER),
+                "routing_key": topic_name(SCHEDULER),
                 "enabled": True,
                 # A tick that could not be sent in time is worthless: the next one does the work.
                 "expire_seconds": None,

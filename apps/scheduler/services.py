@@ -17,12 +17,12 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from apps.core.errors import InvalidStateTransition, JobNotFound
+from apps.core.kafka import JOB_COMPLETED, JOB_DEAD_LETTER, JOB_FAILED
+from apps.core.timeutil import iso
 from apps.outbox.services import outbox_enqueue
 from apps.scheduler.models import ExecutionStatus, JobExecution
 from apps.scheduler.retry import RetryDecision, policy_from_settings
-from jobweaver_site.errors import InvalidStateTransition, JobNotFound
-from jobweaver_site.kafka import JOB_COMPLETED, JOB_DEAD_LETTER, JOB_FAILED
-from jobweaver_site.timeutil import iso
 
 logger = logging.getLogger(__name__)
 

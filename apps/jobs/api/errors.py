@@ -11,8 +11,8 @@ from django.utils import timezone
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
-from jobweaver_site.errors import JobWeaverError
-from jobweaver_site.timeutil import iso
+from apps.core.errors import JobWeaverError
+from apps.core.timeutil import iso
 
 logger = logging.getLogger(__name__)
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from apps.core.timeutil import iso
 from apps.executor.models import ExecutionAttempt
 from apps.jobs.models import Job
-from jobweaver_site.timeutil import iso
 
 
 def attempt_to_dict(attempt: ExecutionAttempt) -> dict:

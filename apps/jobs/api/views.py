@@ -11,12 +11,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.core.errors import InvalidRequest, PayloadTooLarge
 from apps.executor.selectors import attempts_for_jobs
 from apps.jobs.api.representation import job_to_dict
 from apps.jobs.selectors import job_get, job_list
 from apps.jobs.services import job_cancel, job_retry, job_submit
 from apps.jobs.validation import parse_job_request
-from jobweaver_site.errors import InvalidRequest, PayloadTooLarge
 
 
 def _detail(job) -> dict:

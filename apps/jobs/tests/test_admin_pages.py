@@ -17,13 +17,13 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from apps.core.timeutil import iso
 from apps.executor.models import AttemptOutcome, ExecutionAttempt
 from apps.jobs.models import Job
 from apps.jobs.services import job_cancel, job_submit
 from apps.jobs.validation import parse_job_request
 from apps.outbox.models import OutboxEvent
 from apps.scheduler.models import ExecutionStatus, JobExecution
-from jobweaver_site.timeutil import iso
 
 pytestmark = pytest.mark.django_db
 

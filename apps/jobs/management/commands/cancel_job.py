@@ -14,9 +14,9 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
+from apps.core.errors import InvalidStateTransition, JobNotFound
 from apps.jobs.selectors import job_get
 from apps.jobs.services import job_cancel
-from jobweaver_site.errors import InvalidStateTransition, JobNotFound
 
 
 class Command(BaseCommand):

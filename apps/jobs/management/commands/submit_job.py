@@ -21,12 +21,12 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from apps.core.errors import IdempotencyConflict, InvalidRequest
 from apps.executor.selectors import attempts_for_jobs
 from apps.jobs.api.representation import job_to_dict
 from apps.jobs.selectors import job_get
 from apps.jobs.services import job_submit
 from apps.jobs.validation import JobSpec, parse_job_request
-from jobweaver_site.errors import IdempotencyConflict, InvalidRequest
 
 POLL_INTERVAL_SECONDS = 0.1
 DEFAULT_WAIT_TIMEOUT_SECONDS = 600.0

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from jobweaver_site.kafka import ensure_topics
+from apps.core.kafka import ensure_topics
 
 
 class Command(BaseCommand):
