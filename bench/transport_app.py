@@ -19,9 +19,10 @@ import time
 import psycopg
 from celery import Celery
 from kombu import Queue
-from kombu.transport import TRANSPORT_ALIASES
 
-TRANSPORT_ALIASES["jobweaver-kafka"] = "jobweaver_site.kafka_transport:Transport"
+import kombu_kafka
+
+kombu_kafka.register()
 
 QUEUE = os.environ.get("BENCH_QUEUE", "bench-noop")
 app = Celery("bench")

@@ -29,11 +29,13 @@ from pathlib import Path
 
 import psycopg
 from celery import Celery
-from kombu.transport import TRANSPORT_ALIASES
 
 ROOT = Path(__file__).resolve().parent.parent
-TRANSPORT_ALIASES["jobweaver-kafka"] = "jobweaver_site.kafka_transport:Transport"
 sys.path.insert(0, str(ROOT))
+
+import kombu_kafka  # noqa: E402  (needs ROOT on sys.path when run as a script)
+
+kombu_kafka.register()
 DSN = "postgresql://jobweaver@127.0.0.1:54329/jobweaver_bench_transport"
 BOOTSTRAP = "127.0.0.1:19092"
 LOG_DIR = ROOT / ".devdata" / "bench-logs"

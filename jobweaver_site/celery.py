@@ -7,10 +7,11 @@ used for jobs; retries, backoff and dead letters are domain logic in apps/schedu
 import os
 
 from celery import Celery
-from kombu.transport import TRANSPORT_ALIASES
 
-# Our own Kafka transport (jobweaver_site/kafka_transport.py), used by every Celery process.
-TRANSPORT_ALIASES["jobweaver-kafka"] = "jobweaver_site.kafka_transport:Transport"
+import kombu_kafka
+
+# Our own Kafka transport (the kombu_kafka library), used by every Celery process.
+kombu_kafka.register()
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jobweaver_site.settings")
 

@@ -1,6 +1,6 @@
 """Celery configuration, read lazily by jobweaver_site.celery on first use.
 
-Transport: jobweaver_site/kafka_transport.py (per-message offset tracking with a contiguous
+Transport: the kombu_kafka library (per-message offset tracking with a contiguous
 commit watermark, keyed and batch-confirmed produce, one consumer per worker process).
 
 Delivery stays at-least-once: a message is acknowledged only after its task returned (acks

@@ -16,7 +16,7 @@ import time
 
 from kombu import Connection, Queue
 
-from jobweaver_site.kafka_transport import Transport
+from kombu_kafka import Transport
 
 
 def connect(bootstrap: str, group: str) -> Connection:

@@ -15,7 +15,7 @@ from confluent_kafka import Consumer, TopicPartition
 from django.conf import settings
 from kombu import Connection, Queue
 
-from jobweaver_site.kafka_transport import Transport
+from kombu_kafka import Transport, confirm_deliveries
 from tests.stack import ROOT, child_environment, wait_for
 
 pytestmark = [pytest.mark.integration]
@@ -41,7 +41,7 @@ def publish(queue_name: str, bodies: list[str]) -> None:
                 serializer="json",
                 declare=[Queue(queue_name, routing_key=queue_name)],
             )
-        producer.channel.confirm_deliveries()
+        confirm_deliveries(producer.channel)
 
 
 def committed_offset(group: str, queue_name: str) -> int:

@@ -1,11 +1,11 @@
 """JobWeaver's kombu transport for Celery over Apache Kafka (replaces kombu's `confluentkafka`).
 
-Broker URL: `jobweaver+kafka://host:port` (registered in jobweaver_site/celery.py).
+Broker URL: `jobweaver-kafka://host:port` (alias added by `kombu_kafka.register()`).
 
 What it fixes in the stock transport (kombu issues #1781, #1785):
 - **Acks never commit unfinished work.** Every delivered message knows its topic, partition and
   offset; an ack marks it done, and the committed offset of a partition advances only over a
-  contiguous run of done messages (`kafka_offsets.OffsetTracker`). Commits are explicit
+  contiguous run of done messages (`kombu_kafka.offsets.OffsetTracker`). Commits are explicit
   (offset + 1), made on the consumer's own thread, batched by a `CommitPolicy`, and forced on
   revoke and on close.
 - **Rebalances are handled.** On revoke: commit what is contiguous and drop that partition's
@@ -43,7 +43,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kombu.transport import virtual
 from kombu.utils.json import dumps, loads
 
-from jobweaver_site.kafka_offsets import CommitPolicy, OffsetTracker
+from kombu_kafka.offsets import CommitPolicy, OffsetTracker
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The contiguous commit watermark: never past an unfinished message."""
 
-from jobweaver_site.kafka_offsets import CommitPolicy, OffsetTracker, PartitionState
+from kombu_kafka.offsets import CommitPolicy, OffsetTracker, PartitionState
 
 TP = ("run-job", 0)
 

@@ -1,0 +1,44 @@
+"""kombu_kafka: a kombu transport for Apache Kafka with per-message offset commits.
+
+A library, not part of any host application: it imports neither Django nor JobWeaver's apps
+(a test proves it in a fresh interpreter). Hosts call `register()` once, then use the broker
+URL `jobweaver-kafka://host:port`.
+
+Public API:
+- `register()` adds the transport alias to kombu (idempotent).
+- `Transport` for `kombu.Connection(transport=Transport)`.
+- `KEY_HEADER`: the message header whose value becomes the Kafka record key.
+- `confirm_deliveries(channel, timeout=None)`: wait until the broker confirmed every record
+  produced on a channel; raises `KafkaDeliveryError` otherwise.
+"""
+
+from __future__ import annotations
+
+from kombu.transport import TRANSPORT_ALIASES
+
+from kombu_kafka.transport import KEY_HEADER, Channel, KafkaDeliveryError, Transport
+
+ALIAS = "jobweaver-kafka"
+
+__all__ = [
+    "ALIAS",
+    "KEY_HEADER",
+    "KafkaDeliveryError",
+    "Transport",
+    "confirm_deliveries",
+    "register",
+]
+
+
+def register() -> None:
+    """Make `jobweaver-kafka://` URLs resolve to our Transport; safe to call many times."""
+    TRANSPORT_ALIASES[ALIAS] = "kombu_kafka.transport:Transport"
+
+
+def confirm_deliveries(channel: object, timeout: float | None = None) -> None:
+    """Wait until the broker confirmed everything produced on `channel` (a kombu channel of
+    our transport, e.g. `producer.channel`); raises KafkaDeliveryError when some records were
+    not confirmed. Lets callers batch produces and confirm once, without channel internals."""
+    if not isinstance(channel, Channel):
+        raise TypeError(f"not a kombu_kafka channel: {type(channel).__name__}")
+    channel.confirm_deliveries(timeout)
