@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 
 from django.conf import settings
@@ -12,6 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.core.errors import InvalidRequest, PayloadTooLarge
+from apps.core.jsonutil import loads_strict
 from apps.executor.selectors import attempts_for_jobs
 from apps.jobs.api.representation import job_to_dict
 from apps.jobs.selectors import job_get, job_list
@@ -24,7 +24,7 @@ def _detail(job) -> dict:
 
 
 def _read_json_body(request: Request):
-    """Decode the body ourselves: size limit first, then strict JSON (no NaN, no duplicates)."""
+    """Decode the body ourselves: size limit first, then strict JSON (apps/core/jsonutil.py)."""
     limit = settings.JOBWEAVER_MAX_REQUEST_BYTES
     declared = request.META.get("CONTENT_LENGTH") or "0"
     if declared.isdigit() and int(declared) > limit:
@@ -35,20 +35,7 @@ def _read_json_body(request: Request):
     raw = request.body
     if len(raw) > limit:
         raise PayloadTooLarge(f"Request body exceeds {limit} bytes")
-
-    def no_duplicates(pairs):
-        keys = [key for key, _ in pairs]
-        if len(keys) != len(set(keys)):
-            raise InvalidRequest("Malformed JSON: duplicate keys")
-        return dict(pairs)
-
-    def no_constants(name):
-        raise InvalidRequest(f"Malformed JSON: {name} is not allowed")
-
-    try:
-        return json.loads(raw, object_pairs_hook=no_duplicates, parse_constant=no_constants)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidRequest(f"Malformed JSON: {exc}") from None
+    return loads_strict(raw, source="request body")
 
 
 def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:

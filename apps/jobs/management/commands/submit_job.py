@@ -22,6 +22,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.core.errors import IdempotencyConflict, InvalidRequest
+from apps.core.jsonutil import loads_strict
 from apps.executor.selectors import attempts_for_jobs
 from apps.jobs.api.representation import job_to_dict
 from apps.jobs.selectors import job_get
@@ -83,21 +84,10 @@ def _step_from_flag(flag: str, value) -> dict:
 
 
 def _loads(text: str, source: str):
-    """Strict JSON, as the API decodes it: no duplicate keys, no NaN or Infinity."""
-
-    def no_duplicates(pairs):
-        keys = [key for key, _ in pairs]
-        if len(keys) != len(set(keys)):
-            raise _Exit(f"{source} is not valid JSON: duplicate keys")
-        return dict(pairs)
-
-    def no_constants(name):
-        raise _Exit(f"{source} is not valid JSON: {name} is not allowed")
-
     try:
-        return json.loads(text, object_pairs_hook=no_duplicates, parse_constant=no_constants)
-    except ValueError as exc:
-        raise _Exit(f"{source} is not valid JSON: {exc}") from None
+        return loads_strict(text, source=source)
+    except InvalidRequest as exc:
+        raise _Exit(exc.message) from None
 
 
 def _check_size(raw: bytes, source: str) -> None:
