@@ -7,7 +7,10 @@ import uuid
 from django.db.models import QuerySet
 
 from apps.core.errors import InvalidRequest, JobNotFound
+from apps.executor.selectors import attempts_for_jobs
 from apps.jobs.models import Job
+from apps.jobs.representation import job_to_dict
+from apps.scheduler.models import ExecutionStatus
 
 
 def parse_job_id(raw: str | uuid.UUID) -> uuid.UUID:
@@ -35,6 +38,13 @@ def job_get(*, job_id: str | uuid.UUID, user=None) -> Job:
     return job
 
 
+def job_detail(*, job_id: str | uuid.UUID, user=None) -> dict:
+    """The job detail of ARCHITECTURE §8 (the API's and `submit_job --json`'s), attempts oldest
+    first, for a job visible to `user`; JobNotFound otherwise."""
+    job = job_get(job_id=job_id, user=user)
+    return job_to_dict(job, attempts_for_jobs(job_ids=[job.id])[job.id])
+
+
 def job_get_for_execution(*, job_id: uuid.UUID) -> Job:
     return Job.objects.get(id=job_id)
 
@@ -48,8 +58,6 @@ def job_list(
     size: int = 20,
 ) -> tuple[list[Job], int]:
     """One page of jobs, newest first, and the total count after filters."""
-    from apps.scheduler.models import ExecutionStatus
-
     jobs = _visible_jobs(user)
     if status:
         if status not in ExecutionStatus.values:

@@ -13,14 +13,10 @@ from rest_framework.views import APIView
 from apps.core.errors import InvalidRequest, PayloadTooLarge
 from apps.core.jsonutil import loads_strict
 from apps.executor.selectors import attempts_for_jobs
-from apps.jobs.api.representation import job_to_dict
-from apps.jobs.selectors import job_get, job_list
+from apps.jobs.representation import job_to_dict
+from apps.jobs.selectors import job_detail, job_get, job_list
 from apps.jobs.services import job_cancel, job_retry, job_submit
 from apps.jobs.validation import parse_job_request
-
-
-def _detail(job) -> dict:
-    return job_to_dict(job, attempts_for_jobs(job_ids=[job.id])[job.id])
 
 
 def _read_json_body(request: Request):
@@ -62,7 +58,7 @@ class JobListCreateView(APIView):
             "X-Trace-Id": job.trace_id,
         }
         if not result.created:
-            return Response(_detail(job), status=200, headers=headers)
+            return Response(job_detail(job_id=job.id), status=200, headers=headers)
         body = {"jobId": str(job.id), "traceId": job.trace_id, "status": job.execution.status}
         return Response(body, status=202, headers=headers)
 
@@ -93,18 +89,18 @@ class JobListCreateView(APIView):
 
 class JobDetailView(APIView):
     def get(self, request: Request, job_id: str) -> Response:
-        return Response(_detail(job_get(job_id=job_id, user=request.user)))
+        return Response(job_detail(job_id=job_id, user=request.user))
 
 
 class JobRetryView(APIView):
     def post(self, request: Request, job_id: str) -> Response:
         job = job_get(job_id=job_id, user=request.user)
         job_retry(job_id=job.id)
-        return Response(_detail(job_get(job_id=job.id, user=request.user)))
+        return Response(job_detail(job_id=job.id, user=request.user))
 
 
 class JobCancelView(APIView):
     def post(self, request: Request, job_id: str) -> Response:
         job = job_get(job_id=job_id, user=request.user)
         job_cancel(job_id=job.id)
-        return Response(_detail(job_get(job_id=job.id, user=request.user)))
+        return Response(job_detail(job_id=job.id, user=request.user))

@@ -15,7 +15,6 @@ import math
 import re
 import sys
 import time
-import uuid
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -23,9 +22,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from apps.core.errors import IdempotencyConflict, InvalidRequest
 from apps.core.jsonutil import loads_strict
-from apps.executor.selectors import attempts_for_jobs
-from apps.jobs.api.representation import job_to_dict
-from apps.jobs.selectors import job_get
+from apps.jobs.selectors import job_detail
 from apps.jobs.services import job_submit
 from apps.jobs.validation import JobSpec, parse_job_request
 
@@ -116,11 +113,6 @@ def _read_file(path: str) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise _Exit(f"{source} is not UTF-8 text") from None
-
-
-def _job_detail(job_id: uuid.UUID) -> dict:
-    job = job_get(job_id=job_id)
-    return job_to_dict(job, attempts_for_jobs(job_ids=[job.id])[job.id])
 
 
 def _progress_line(detail: dict) -> str:
@@ -227,7 +219,7 @@ class Command(BaseCommand):
         except (InvalidRequest, IdempotencyConflict) as exc:
             raise _Exit(exc.message) from None
         job = result.job
-        detail = _job_detail(job.id)
+        detail = job_detail(job_id=job.id)
         if options["json"]:
             if not options["wait"]:
                 self._print_json(detail)
@@ -330,7 +322,7 @@ class Command(BaseCommand):
                     returncode=1,
                 )
             time.sleep(POLL_INTERVAL_SECONDS)
-            detail = _job_detail(uuid.UUID(detail["jobId"]))
+            detail = job_detail(job_id=detail["jobId"])
             line = _progress_line(detail)
             if line != shown:
                 out.write(line, style_func=str)

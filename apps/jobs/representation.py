@@ -1,10 +1,12 @@
-"""JSON shapes of the API (camelCase, like the seeds)."""
+"""JSON shapes of jobs and attempts (camelCase, like the seeds; ARCHITECTURE §8), shared by the
+API and the command line."""
 
 from __future__ import annotations
 
 from apps.core.timeutil import iso
 from apps.executor.models import ExecutionAttempt
 from apps.jobs.models import Job
+from apps.scheduler.models import ExecutionStatus
 
 
 def attempt_to_dict(attempt: ExecutionAttempt) -> dict:
@@ -25,7 +27,8 @@ def job_to_dict(job: Job, attempts: list[ExecutionAttempt]) -> dict:
     total_steps = len(job.steps)
     latest = attempts[-1] if attempts else None
     steps_completed = latest.steps_completed if latest else 0
-    if execution.status == "COMPLETED":
+    is_pending = execution.status == ExecutionStatus.PENDING  # nextRunAt means nothing otherwise
+    if execution.status == ExecutionStatus.COMPLETED:
         steps_completed = total_steps
     return {
         "jobId": str(job.id),
@@ -35,7 +38,7 @@ def job_to_dict(job: Job, attempts: list[ExecutionAttempt]) -> dict:
         "priority": job.priority,
         "maxRetryCount": execution.max_retries,
         "retryCount": execution.retry_count,
-        "nextRunAt": iso(execution.next_run_at) if execution.status == "PENDING" else None,
+        "nextRunAt": iso(execution.next_run_at) if is_pending else None,
         "lastError": execution.last_error or None,
         "traceId": job.trace_id,
         "createdAt": iso(job.created_at),
