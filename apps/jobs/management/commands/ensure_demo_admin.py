@@ -1,10 +1,11 @@
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
 from rest_framework.authtoken.models import Token
 
+from apps.core.commands import EXIT_FAILED, CommandExit, JobWeaverCommand
 
-class Command(BaseCommand):
+
+class Command(JobWeaverCommand):
     help = "Dev stack only: create the demo superuser admin/admin (and its API token) if missing."
 
     def add_arguments(self, parser):
@@ -13,7 +14,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, username, password, **options):
         if not settings.DEBUG:
-            raise CommandError("refusing to create a demo admin with DJANGO_DEBUG off")
+            raise CommandExit(
+                "refusing to create a demo admin with DJANGO_DEBUG off", returncode=EXIT_FAILED
+            )
         user_model = get_user_model()
         user = user_model.objects.filter(username=username).first()
         if user is None:

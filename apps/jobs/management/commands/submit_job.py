@@ -18,17 +18,17 @@ import time
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
 
-from apps.core.errors import IdempotencyConflict, InvalidRequest
+from apps.core.commands import EXIT_FAILED, CommandExit, JobWeaverCommand
+from apps.core.errors import InvalidRequest
 from apps.core.jsonutil import loads_strict
 from apps.jobs.selectors import job_detail
 from apps.jobs.services import job_submit
 from apps.jobs.validation import JobSpec, parse_job_request
+from apps.scheduler.models import TERMINAL_STATUSES, ExecutionStatus
 
 POLL_INTERVAL_SECONDS = 0.1
 DEFAULT_WAIT_TIMEOUT_SECONDS = 600.0
-TERMINAL_STATUSES = ("COMPLETED", "FAILED", "CANCELLED")
 
 # Request fields that a flag overrides: (option dest, body field, flag).
 FIELD_FLAGS = (
@@ -37,16 +37,9 @@ FIELD_FLAGS = (
     ("run_at", "runAt", "--run-at"),
     ("timeout", "timeoutSeconds", "--timeout"),
 )
+# A PENDING job's last error is why it waits for a retry; a RUNNING one's is stale.
+SHOWS_LAST_ERROR = (ExecutionStatus.PENDING, ExecutionStatus.FAILED, ExecutionStatus.CANCELLED)
 STEP_PATH = re.compile(r"^payload\.steps\[(\d+)\]\.?")
-
-
-class _Exit(Exception):
-    """End the command with `returncode` and one line on stderr."""
-
-    def __init__(self, message: str, returncode: int = 2):
-        super().__init__(message)
-        self.message = message
-        self.returncode = returncode
 
 
 class _StepFlag(argparse.Action):
@@ -74,23 +67,16 @@ def _step_from_flag(flag: str, value) -> dict:
     try:
         latency_ms = int(latency)
     except ValueError:
-        raise _Exit(
+        raise CommandExit(
             f"--http expects URL:MS (e.g. https://example.com/api:250), got {value!r}"
         ) from None
     return {"action": "HTTP_CALL", "url": url, "latencyMs": latency_ms}
 
 
-def _loads(text: str, source: str):
-    try:
-        return loads_strict(text, source=source)
-    except InvalidRequest as exc:
-        raise _Exit(exc.message) from None
-
-
 def _check_size(raw: bytes, source: str) -> None:
     limit = settings.JOBWEAVER_MAX_REQUEST_BYTES
     if len(raw) > limit:
-        raise _Exit(f"{source} exceeds the request limit of {limit} bytes")
+        raise CommandExit(f"{source} exceeds the request limit of {limit} bytes")
 
 
 def _read_file(path: str) -> str:
@@ -107,12 +93,12 @@ def _read_file(path: str) -> str:
             with open(path, "rb") as file:
                 raw = file.read(limit + 1)
         except OSError as exc:
-            raise _Exit(f"cannot read {path}: {exc.strerror or exc}") from None
+            raise CommandExit(f"cannot read {path}: {exc.strerror or exc}") from None
     _check_size(raw, source)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise _Exit(f"{source} is not UTF-8 text") from None
+        raise CommandExit(f"{source} is not UTF-8 text") from None
 
 
 def _progress_line(detail: dict) -> str:
@@ -120,12 +106,12 @@ def _progress_line(detail: dict) -> str:
     line = f"{detail['status']} {progress['stepsCompleted']}/{progress['totalSteps']}"
     if detail["retryCount"]:
         line += f" (retry {detail['retryCount']}/{detail['maxRetryCount']})"
-    if detail["lastError"] and detail["status"] in ("PENDING", "FAILED", "CANCELLED"):
+    if detail["lastError"] and detail["status"] in SHOWS_LAST_ERROR:
         line += f" - {detail['lastError']}"
     return line
 
 
-class Command(BaseCommand):
+class Command(JobWeaverCommand):
     help = (
         "Submit a job through the same validation and service as POST /api/jobs. Give the job "
         "as --file (a request body), --payload (the payload object) or step flags, which run "
@@ -133,17 +119,6 @@ class Command(BaseCommand):
         "Exit status: 0 submitted (with --wait: completed), 1 with --wait: failed, cancelled "
         "or timed out, 2 bad input."
     )
-
-    def create_parser(self, prog_name, subcommand, **kwargs):
-        parser = super().create_parser(prog_name, subcommand, **kwargs)
-        parser.error = self._usage_error  # one line, like every other bad input
-        return parser
-
-    def _usage_error(self, message: str):
-        if self._called_from_command_line:
-            self.stderr.write(f"submit_job: error: {message} (see --help)")
-            sys.exit(2)
-        raise CommandError(message, returncode=2)
 
     def add_arguments(self, parser):
         source = parser.add_mutually_exclusive_group()
@@ -198,26 +173,13 @@ class Command(BaseCommand):
             help="print the job detail as JSON (with --wait: the final detail; progress on stderr)",
         )
 
-    def execute(self, *args, **options):
-        try:
-            return super().execute(*args, **options)
-        except _Exit as exc:
-            message = exc.message.replace("\n", " ")
-            if self._called_from_command_line:
-                self.stderr.write(f"submit_job: error: {message}")
-                sys.exit(exc.returncode)
-            raise CommandError(message, returncode=exc.returncode) from None
-
     def handle(self, *args, **options):
         wait_timeout = self._wait_timeout(options)
         spec = self._job_spec(options)
         user = self._user(options["user"])
-        try:
-            result = job_submit(
-                spec=spec, submitted_by=user, idempotency_key=options["idempotency_key"]
-            )
-        except (InvalidRequest, IdempotencyConflict) as exc:
-            raise _Exit(exc.message) from None
+        result = job_submit(
+            spec=spec, submitted_by=user, idempotency_key=options["idempotency_key"]
+        )
         job = result.job
         detail = job_detail(job_id=job.id)
         if options["json"]:
@@ -237,21 +199,25 @@ class Command(BaseCommand):
         try:
             detail = self._follow(detail, timeout=wait_timeout, quiet_stdout=options["json"])
         except KeyboardInterrupt:
-            raise _Exit(f"stopped waiting; job {job.id} carries on", returncode=130) from None
+            raise CommandExit(f"stopped waiting; job {job.id} carries on", returncode=130) from None
         if options["json"]:
             self._print_json(detail)
-        if detail["status"] != "COMPLETED":
+        if detail["status"] != ExecutionStatus.COMPLETED:
             reason = f": {detail['lastError']}" if detail["lastError"] else ""
-            raise _Exit(f"job {job.id} ended {detail['status']}{reason}", returncode=1)
+            raise CommandExit(
+                f"job {job.id} ended {detail['status']}{reason}", returncode=EXIT_FAILED
+            )
 
     def _wait_timeout(self, options) -> float:
         timeout = options["wait_timeout"]
         if timeout is None:
             return DEFAULT_WAIT_TIMEOUT_SECONDS
         if not options["wait"]:
-            raise _Exit("--wait-timeout needs --wait")
+            raise CommandExit("--wait-timeout needs --wait")
         if not (math.isfinite(timeout) and timeout > 0):
-            raise _Exit(f"--wait-timeout must be a positive number of seconds, got {timeout:g}")
+            raise CommandExit(
+                f"--wait-timeout must be a positive number of seconds, got {timeout:g}"
+            )
         return timeout
 
     def _job_spec(self, options) -> JobSpec:
@@ -259,18 +225,25 @@ class Command(BaseCommand):
         laid over it, validated exactly as the API validates it."""
         flag_steps = options["steps"] or []
         if (options["file"] is not None or options["payload"] is not None) and flag_steps:
-            raise _Exit("give the steps either as --file/--payload or as step flags, not both")
+            raise CommandExit(
+                "give the steps either as --file/--payload or as step flags, not both"
+            )
         if options["file"] is not None:
             source = "standard input" if options["file"] == "-" else options["file"]
-            body = _loads(_read_file(options["file"]), source)
+            body = loads_strict(_read_file(options["file"]), source=source)
         elif options["payload"] is not None:
             _check_size(options["payload"].encode(), "--payload")
-            body = {"jobType": "SIMULATION", "payload": _loads(options["payload"], "--payload")}
+            body = {
+                "jobType": "SIMULATION",
+                "payload": loads_strict(options["payload"], source="--payload"),
+            }
         elif flag_steps:
             steps = [_step_from_flag(flag, value) for flag, value in flag_steps]
             body = {"jobType": "SIMULATION", "payload": {"steps": steps}}
         else:
-            raise _Exit("no job given: use --file, --payload or step flags (--sleep, --log, ...)")
+            raise CommandExit(
+                "no job given: use --file, --payload or step flags (--sleep, --log, ...)"
+            )
         overridden = {}
         if isinstance(body, dict):  # otherwise parse_job_request says what is wrong
             for dest, field, flag in FIELD_FLAGS:
@@ -280,7 +253,7 @@ class Command(BaseCommand):
         try:
             return parse_job_request(body)
         except InvalidRequest as exc:
-            raise _Exit(self._name_the_flag(exc.message, flag_steps, overridden)) from None
+            raise InvalidRequest(self._name_the_flag(exc.message, flag_steps, overridden)) from None
 
     @staticmethod
     def _name_the_flag(message: str, flag_steps: list, overridden: dict) -> str:
@@ -302,9 +275,9 @@ class Command(BaseCommand):
         try:
             user = user_model._default_manager.get_by_natural_key(username)
         except user_model.DoesNotExist:
-            raise _Exit(f"unknown user {username!r}") from None
+            raise CommandExit(f"unknown user {username!r}") from None
         if not user.is_active:
-            raise _Exit(f"user {username!r} is inactive")
+            raise CommandExit(f"user {username!r} is inactive")
         return user
 
     def _follow(self, detail: dict, *, timeout: float, quiet_stdout: bool) -> dict:
@@ -316,10 +289,10 @@ class Command(BaseCommand):
         printed_any = False
         while detail["status"] not in TERMINAL_STATUSES:
             if time.monotonic() >= deadline:
-                raise _Exit(
+                raise CommandExit(
                     f"gave up waiting after {timeout:g} s; job {detail['jobId']} is "
                     f"{detail['status']}",
-                    returncode=1,
+                    returncode=EXIT_FAILED,
                 )
             time.sleep(POLL_INTERVAL_SECONDS)
             detail = job_detail(job_id=detail["jobId"])

@@ -6,16 +6,15 @@ bad input.
 
 from __future__ import annotations
 
-import sys
 import uuid
 
-from django.core.management.base import BaseCommand, CommandError
 from django.utils.dateparse import parse_datetime
 
+from apps.core.commands import EXIT_FAILED, CommandExit, JobWeaverCommand
 from apps.scheduler.invariants import DEFAULT_SLACK_SECONDS, check_invariants
 
 
-class Command(BaseCommand):
+class Command(JobWeaverCommand):
     help = (
         "Check the invariants of job execution: every job has an execution, at most one SUCCESS "
         "per job, attempt numbers 1..n, no expired lease left unrescued, one dead-letter event "
@@ -44,14 +43,16 @@ class Command(BaseCommand):
             if options["job_ids"] is not None:
                 job_ids = [uuid.UUID(raw) for raw in options["job_ids"]]
         except ValueError:
-            self._bad_input(f"--job-ids: not a job id in {' '.join(options['job_ids'])}")
+            raise CommandExit(
+                f"--job-ids: not a job id in {' '.join(options['job_ids'])}"
+            ) from None
         if options["since"] is not None:
             try:
                 since = parse_datetime(options["since"])
             except ValueError:
                 since = None
             if since is None or since.tzinfo is None:
-                self._bad_input(
+                raise CommandExit(
                     f"--since: expected an ISO-8601 time with a zone, got {options['since']!r}"
                 )
         violations = check_invariants(job_ids=job_ids, since=since, slack_seconds=options["slack"])
@@ -59,14 +60,5 @@ class Command(BaseCommand):
             self.stdout.write(str(violation))
         if violations:
             self.stderr.write(f"check_invariants: {len(violations)} violation(s)")
-            self._exit(1)
+            raise CommandExit(returncode=EXIT_FAILED)  # the summary line above says why
         self.stdout.write("all invariants hold")
-
-    def _bad_input(self, message: str) -> None:
-        self.stderr.write(f"check_invariants: error: {message}")
-        self._exit(2)
-
-    def _exit(self, code: int) -> None:
-        if self._called_from_command_line:
-            sys.exit(code)
-        raise CommandError(f"exit status {code}", returncode=code)
