@@ -3,13 +3,22 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: run test lint format bench-latency bench-transport clean-data
+.PHONY: run test test-unit lint format bench-latency bench-transport clean-data
 
 run: $(STAMP)
 	infra/run.sh
 
 test: $(STAMP)
 	infra/test.sh
+
+# Pure unit tests: no database, no broker, no stack; seconds. A unit test lives in a `unit`
+# directory (tests/unit, apps/<app>/tests/unit, kombu_kafka/tests/unit): this path list, not a
+# marker, selects them, so a new one is picked up by where it is put. pytest-django refuses any
+# database access in them (no django_db marker).
+UNIT_TEST_DIRS = $(wildcard tests/unit apps/*/tests/unit kombu_kafka/tests/unit)
+
+test-unit: $(STAMP)
+	$(VENV)/bin/pytest -q $(UNIT_TEST_DIRS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
