@@ -10,7 +10,7 @@ from django.conf import settings
 
 from apps.core.db import DATABASE_UNAVAILABLE
 from apps.executor import shutdown
-from apps.executor.services import attempt_execute
+from apps.executor.runner import attempt_execute
 
 
 @shared_task(name="apps.executor.tasks.run_job")

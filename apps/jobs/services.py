@@ -17,12 +17,9 @@ from apps.jobs.models import Job
 from apps.jobs.selectors import parse_job_id
 from apps.jobs.validation import JobSpec
 from apps.outbox.services import outbox_enqueue
-from apps.scheduler.services import (
-    dispatch_job_now,
-    execution_cancel,
-    execution_create,
-    execution_retry,
-)
+from apps.scheduler.dispatch import dispatch_job_now
+from apps.scheduler.lifecycle import execution_create
+from apps.scheduler.services import execution_cancel, execution_retry
 
 logger = logging.getLogger(__name__)
 

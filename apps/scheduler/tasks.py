@@ -2,12 +2,13 @@
 
 from celery import shared_task
 
-from apps.scheduler.services import dispatch_due_jobs, rescue_expired_leases
+from apps.scheduler.dispatch import dispatch_due_jobs
+from apps.scheduler.rescue import rescue_expired_leases
 
 
 @shared_task(name="apps.scheduler.tasks.dispatch_due_jobs")
 def dispatch_due_jobs_task() -> int:
-    """Every JOBWEAVER_DISPATCH_INTERVAL_SECONDS: send everything that is due."""
+    """Every JOBWEAVER_DISPATCH_INTERVAL_SECONDS: send what is due."""
     return len(dispatch_due_jobs())
 
 

@@ -16,8 +16,8 @@ from django.utils import timezone
 from apps.executor.models import ExecutionAttempt
 from apps.jobs.services import job_submit
 from apps.jobs.validation import parse_job_request
+from apps.scheduler.dispatch import celery_publisher, dispatch_due_jobs
 from apps.scheduler.models import JobExecution
-from apps.scheduler.services import celery_publisher, dispatch_due_jobs
 from tests.integration.helpers import assert_invariants, live_executors
 from tests.stack import wait_for
 

@@ -14,8 +14,9 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
+from apps.scheduler.dispatch import celery_publisher, dispatch_due_jobs
 from apps.scheduler.models import JobExecution
-from apps.scheduler.services import celery_publisher, dispatch_due_jobs, rescue_expired_leases
+from apps.scheduler.rescue import rescue_expired_leases
 from tests.integration.helpers import (
     assert_invariants,
     attempts_of,

@@ -11,8 +11,8 @@ from apps.executor.services import ClaimedAttempt, attempt_finish, attempt_start
 from apps.jobs.models import Job
 from apps.jobs.services import job_submit
 from apps.jobs.validation import parse_job_request
+from apps.scheduler.dispatch import dispatch_due_jobs
 from apps.scheduler.models import JobExecution
-from apps.scheduler.services import dispatch_due_jobs
 
 WORKER = "testhost:4242:MainThread"
 

@@ -19,7 +19,8 @@ from apps.outbox.models import OutboxEvent
 from apps.scheduler.invariants import Violation, check_invariants
 from apps.scheduler.management.commands.check_invariants import Command
 from apps.scheduler.models import JobExecution
-from apps.scheduler.services import execution_retry, rescue_expired_leases
+from apps.scheduler.rescue import rescue_expired_leases
+from apps.scheduler.services import execution_retry
 from apps.scheduler.tests.factories import (
     dispatched,
     execution_of,

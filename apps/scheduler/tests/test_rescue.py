@@ -18,15 +18,12 @@ from apps.executor.models import ExecutionAttempt
 from apps.executor.services import attempt_finish, attempt_start
 from apps.outbox.models import OutboxEvent
 from apps.scheduler.beat import beat_schedule_setup
+from apps.scheduler.dispatch import dispatch_due_jobs
 from apps.scheduler.invariants import check_invariants
+from apps.scheduler.lifecycle import execution_heartbeat, execution_should_stop
 from apps.scheduler.models import JobExecution
-from apps.scheduler.services import (
-    dispatch_due_jobs,
-    execution_cancel,
-    execution_cancel_requested,
-    execution_heartbeat,
-    rescue_expired_leases,
-)
+from apps.scheduler.rescue import rescue_expired_leases
+from apps.scheduler.services import execution_cancel
 from apps.scheduler.tasks import rescue_expired_leases_task
 from apps.scheduler.tests.factories import (
     WORKER,
@@ -84,7 +81,7 @@ def test_a_running_attempt_whose_lease_expired_is_lost_and_retried(caplog):
     # The lost worker comes back: its heartbeat is refused, it is told to stop, and its late
     # outcome matches no row and is logged.
     assert execution_heartbeat(job_id=job.id, event_id=claimed.event_id) is False
-    assert execution_cancel_requested(job_id=job.id, event_id=claimed.event_id) is True
+    assert execution_should_stop(job_id=job.id, event_id=claimed.event_id) is True
     with caplog.at_level(logging.WARNING, logger="apps.executor.services"):
         accepted = attempt_finish(
             claimed=claimed, outcome="SUCCESS", steps_completed=1, log_lines=[]

@@ -1,0 +1,99 @@
+"""The attempt ledger: ExecutionAttempt rows open, progress and close here, and only here.
+
+One row per delivery of a job to a worker, keyed by the delivery's event id (the idempotency key
+of that delivery: a redelivered message finds its row and does not run again). The ledger knows
+nothing of statuses or retries: the lifecycle decides, the ledger records. Every function runs
+inside the caller's transaction, next to the lifecycle transition it records, except
+`attempt_progress`, which is informative and written on its own.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from apps.core.db import DatabaseNow, assert_in_transaction
+from apps.executor.models import AttemptOutcome, ExecutionAttempt
+
+
+def attempt_exists(*, event_id: uuid.UUID) -> bool:
+    return ExecutionAttempt.objects.filter(event_id=event_id).exists()
+
+
+def attempt_open(
+    *,
+    event_id: uuid.UUID,
+    job_id: uuid.UUID,
+    attempt: int,
+    trace_id: str,
+    worker_id: str,
+    started_at: datetime,
+    total_steps: int,
+) -> ExecutionAttempt:
+    assert_in_transaction("attempt_open")
+    return ExecutionAttempt.objects.create(
+        event_id=event_id,
+        job_id=job_id,
+        attempt=attempt,
+        trace_id=trace_id,
+        worker_id=worker_id,
+        started_at=started_at,
+        total_steps=total_steps,
+    )
+
+
+def attempt_progress(*, event_id: uuid.UUID, steps_completed: int, log_lines: list[str]) -> None:
+    ExecutionAttempt.objects.filter(event_id=event_id, outcome=AttemptOutcome.RUNNING).update(
+        steps_completed=steps_completed, log_lines=list(log_lines)
+    )
+
+
+def attempt_close(
+    *,
+    event_id: uuid.UUID,
+    outcome: AttemptOutcome,
+    error: str = "",
+    steps_completed: int | None = None,
+    log_lines: list[str] | None = None,
+) -> bool:
+    """RUNNING → `outcome`, finished now (database clock); False if the attempt was not
+    RUNNING. Progress fields are left as they are when not given (a rescuer does not know)."""
+    assert_in_transaction("attempt_close")
+    fields: dict = {"outcome": outcome, "error_message": error, "finished_at": DatabaseNow()}
+    if steps_completed is not None:
+        fields["steps_completed"] = steps_completed
+    if log_lines is not None:
+        fields["log_lines"] = list(log_lines)
+    running = ExecutionAttempt.objects.filter(event_id=event_id, outcome=AttemptOutcome.RUNNING)
+    return running.update(**fields) == 1
+
+
+def attempt_record_lost(
+    *,
+    job_id: uuid.UUID,
+    event_id: uuid.UUID,
+    attempt: int,
+    trace_id: str,
+    started_at: datetime,
+    total_steps: int,
+    error: str,
+    now: datetime,
+) -> ExecutionAttempt:
+    """Close the attempt of delivery `event_id` as LOST; for a delivery that no worker ever
+    started, create its row numbered `attempt`, LOST with an empty worker id."""
+    attempt_close(event_id=event_id, outcome=AttemptOutcome.LOST, error=error)
+    lost, _ = ExecutionAttempt.objects.get_or_create(
+        event_id=event_id,
+        defaults={
+            "job_id": job_id,
+            "attempt": attempt,
+            "trace_id": trace_id,
+            "worker_id": "",
+            "started_at": started_at,
+            "finished_at": now,
+            "outcome": AttemptOutcome.LOST,
+            "error_message": error,
+            "total_steps": total_steps,
+        },
+    )
+    return lost

@@ -1,0 +1,164 @@
+"""Running one delivery of a job end to end (what the run_job task calls).
+
+`AttemptRunner` claims the execution with the message's event id (the fencing token), runs the
+steps through the simulation engine, calls `checkpoint` between and inside steps (timeout,
+cancellation, heartbeats, shutdown) and records how the attempt ended — each record one fenced
+transaction in apps/executor/services.py. A duplicate or stale message changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+
+from django.conf import settings
+from django.db import connection
+
+from apps.core.db import DATABASE_UNAVAILABLE, retry_while_database_unavailable
+from apps.executor import ledger, shutdown
+from apps.executor.engine import (
+    AttemptReleased,
+    AttemptStopped,
+    StepContext,
+    StepFailed,
+    run_steps,
+)
+from apps.executor.models import AttemptOutcome
+from apps.executor.services import ClaimedAttempt, Ending, attempt_finish, attempt_start
+from apps.scheduler import lifecycle
+
+logger = logging.getLogger(__name__)
+
+# How often a running attempt looks for a cancellation request (a cheap indexed read).
+CANCEL_POLL_SECONDS = 0.25
+# How long a worker keeps retrying a claim or an outcome while PostgreSQL is unavailable (a
+# restart takes about a second); the lease rescue covers anything longer.
+DATABASE_RETRY_SECONDS = 20.0
+
+
+def worker_identity() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.current_thread().name}"
+
+
+def attempt_execute(*, job_id: uuid.UUID, event_id: uuid.UUID) -> str | None:
+    """Run one delivery of a job; returns the recorded outcome, or None if the delivery was a
+    duplicate or stale (or its outcome was refused by the fence)."""
+    claimed = retry_while_database_unavailable(
+        lambda: attempt_start(job_id=job_id, event_id=event_id, worker_id=worker_identity()),
+        what=f"claim of job {job_id}",
+        timeout=DATABASE_RETRY_SECONDS,
+    )
+    if claimed is None:
+        return None
+    return AttemptRunner(claimed).run()
+
+
+class AttemptRunner:
+    """One claimed attempt: its steps, its checkpoints, its progress and its ending."""
+
+    def __init__(self, claimed: ClaimedAttempt):
+        self.claimed = claimed
+        self.steps_completed = 0
+        self.started = time.monotonic()
+        self.heartbeat_interval = settings.JOBWEAVER_LEASE_SECONDS / 3
+        self.next_heartbeat = self.started + self.heartbeat_interval
+        self.next_cancel_poll = self.started + CANCEL_POLL_SECONDS
+        self.ctx = StepContext(
+            job_id=str(claimed.job_id),
+            attempt=claimed.attempt,
+            trace_id=claimed.trace_id,
+            checkpoint=self.checkpoint,
+        )
+
+    def run(self) -> str | None:
+        claimed = self.claimed
+        try:
+            run_steps(claimed.steps, self.ctx, self.on_step_done)
+        except StepFailed as failure:
+            return self.end(Ending.FAILURE, error=failure.message, retryable=failure.retryable)
+        except AttemptReleased:
+            if self.end(Ending.RELEASED):
+                logger.info(
+                    "job %s attempt %d released at shutdown", claimed.job_id, claimed.attempt
+                )
+                return AttemptOutcome.LOST
+            # A cancel request came first: the attempt ends cancelled instead.
+            return self.end(Ending.CANCELLED)
+        except AttemptStopped as stop:
+            if self.end(Ending.CANCELLED):
+                logger.info("job %s attempt %d cancelled", claimed.job_id, claimed.attempt)
+                return AttemptOutcome.CANCELLED
+            logger.warning(
+                "job %s attempt %d stopped (%s) and rejected by the fence: event %s is no "
+                "longer current (the lease expired and the job was rescued); nothing recorded",
+                claimed.job_id,
+                claimed.attempt,
+                stop.reason,
+                claimed.event_id,
+            )
+            return None
+        return self.end(Ending.SUCCESS)
+
+    def end(self, ending: Ending, *, error: str = "", retryable: bool = True) -> str | None:
+        """Record the ending, retrying through a short database outage. Safe to repeat: it is
+        one fenced transaction, so a retry after a lost commit is simply refused."""
+        claimed = self.claimed
+        accepted = retry_while_database_unavailable(
+            lambda: attempt_finish(
+                claimed=claimed,
+                outcome=ending,
+                error=error,
+                retryable=retryable,
+                steps_completed=self.steps_completed,
+                log_lines=self.ctx.log_lines,
+            ),
+            what=f"{ending.lower()} of job {claimed.job_id} attempt {claimed.attempt}",
+            timeout=DATABASE_RETRY_SECONDS,
+        )
+        if not accepted:
+            return None
+        if ending in (Ending.SUCCESS, Ending.FAILURE):
+            logger.info("job %s attempt %d: %s %s", claimed.job_id, claimed.attempt, ending, error)
+        return AttemptOutcome.LOST if ending is Ending.RELEASED else str(ending)
+
+    def on_step_done(self, count: int) -> None:
+        self.steps_completed = count
+        try:
+            ledger.attempt_progress(
+                event_id=self.claimed.event_id, steps_completed=count, log_lines=self.ctx.log_lines
+            )
+        except DATABASE_UNAVAILABLE as exc:  # progress is informative; the outcome is not
+            logger.warning("progress of job %s not recorded: %s", self.claimed.job_id, exc)
+            connection.close()
+
+    def checkpoint(self) -> None:
+        """Called between steps and inside long steps: enforces the attempt's timeout, notices
+        cancellation within CANCEL_POLL_SECONDS, and heartbeats about every third of the lease.
+        Raises AttemptReleased, AttemptStopped or StepFailed to end the attempt."""
+        now = time.monotonic()
+        if shutdown.grace_expired():
+            raise AttemptReleased("the worker is shutting down")
+        timeout = self.claimed.timeout_seconds
+        if now - self.started > timeout:
+            raise StepFailed(f"timed out after {timeout} s (timeoutSeconds)", retryable=True)
+        ids = {"job_id": self.claimed.job_id, "event_id": self.claimed.event_id}
+        try:
+            if now >= self.next_heartbeat:
+                self.next_heartbeat = now + self.heartbeat_interval
+                self.next_cancel_poll = now + CANCEL_POLL_SECONDS
+                if not lifecycle.execution_heartbeat(**ids):
+                    raise AttemptStopped("lease lost or cancellation requested")
+            elif now >= self.next_cancel_poll:
+                self.next_cancel_poll = now + CANCEL_POLL_SECONDS
+                if lifecycle.execution_should_stop(**ids):
+                    raise AttemptStopped("lease lost or cancellation requested")
+        except DATABASE_UNAVAILABLE as exc:
+            # Keep working through a short outage and heartbeat again soon; if the lease runs
+            # out meanwhile, the rescue takes the job and the fence refuses our outcome.
+            logger.warning("heartbeat of job %s failed: %s", self.claimed.job_id, exc)
+            connection.close()
+            self.next_heartbeat = now + min(1.0, self.heartbeat_interval)

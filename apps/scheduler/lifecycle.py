@@ -1,0 +1,491 @@
+"""THE state machine of a job's execution (ARCHITECTURE §4): its one home.
+
+`TRANSITIONS` is the table — every way a JobExecution's status may change: from which states, to
+which, who may trigger it, and whether the trigger must hold the fencing token. `_apply` is the
+one helper that moves a locked row along a row of that table: it checks the status, bumps
+`version`, saves only the fields that changed and writes the transition's outbox events in the
+same transaction. Dispatch, the executor, rescue and the operator's actions all come here; no
+other module writes `JobExecution.status`.
+
+Locking rules. Every function here runs inside its caller's transaction (it asserts so): the
+caller decides what commits together (the executor: the transition and its attempt row; the
+rescuer: a batch). Rows are locked by job id with SELECT … FOR UPDATE, and the fencing token is
+checked *after* the lock: a delivery can arrive while the dispatcher that sent it still holds the
+row, and locking by id waits for that commit and then reads the committed token.
+
+One clock. Times that decide something — leases, due times, start and finish times — come from
+the database (`DatabaseNow`, read with the row lock), never from this process's wall clock.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from django.conf import settings
+from django.db import connection
+
+from apps.core.db import DatabaseNow, assert_in_transaction, seconds
+from apps.core.errors import InvalidStateTransition, JobNotFound
+from apps.core.kafka import JOB_COMPLETED, JOB_DEAD_LETTER, JOB_FAILED
+from apps.core.timeutil import iso
+from apps.outbox.services import outbox_enqueue
+from apps.scheduler.models import ExecutionStatus, JobExecution
+from apps.scheduler.retry import RetryDecision, policy_from_settings
+
+logger = logging.getLogger(__name__)
+
+S = ExecutionStatus
+
+
+class Actor(StrEnum):
+    DISPATCHER = "dispatcher"  # the scheduler's dispatch (beat tick, submit fast path)
+    WORKER = "worker"  # an executor holding the delivery's fencing token
+    RESCUER = "rescuer"  # the lease rescue, for a lease that expired
+    OPERATOR = "operator"  # API, admin, CLI
+
+
+@dataclass(frozen=True)
+class Transition:
+    sources: frozenset[ExecutionStatus]
+    target: ExecutionStatus
+    actors: frozenset[Actor]
+    # Fenced transitions are made for the holder of `current_event_id` only: a late or duplicate
+    # message, or a worker whose lease was taken away, changes nothing.
+    fenced: bool
+
+
+def _t(sources: set[ExecutionStatus], target: ExecutionStatus, *actors: Actor, fenced: bool):
+    return Transition(frozenset(sources), target, frozenset(actors), fenced)
+
+
+WORKER, RESCUER, OPERATOR = Actor.WORKER, Actor.RESCUER, Actor.OPERATOR
+
+# name -> (from-states, to-state, who, fenced). Submission creates the execution PENDING.
+TRANSITIONS: dict[str, Transition] = {
+    "dispatch": _t({S.PENDING}, S.DISPATCHED, Actor.DISPATCHER, fenced=False),
+    "start": _t({S.DISPATCHED}, S.RUNNING, WORKER, fenced=True),
+    "heartbeat": _t({S.RUNNING}, S.RUNNING, WORKER, fenced=True),  # extends the lease only
+    "complete": _t({S.RUNNING}, S.COMPLETED, WORKER, fenced=True),
+    # A failed attempt (or a lost one, found by the rescuer): retry with backoff or dead-letter.
+    # DISPATCHED: only the rescuer, for a delivery whose dispatch lease expired.
+    "retry": _t({S.RUNNING, S.DISPATCHED}, S.PENDING, WORKER, RESCUER, fenced=True),
+    "dead_letter": _t({S.RUNNING, S.DISPATCHED}, S.FAILED, WORKER, RESCUER, fenced=True),
+    # The attempt stopped after a cancel request (cooperatively, by failing, or lost).
+    "end_cancelled": _t({S.RUNNING, S.DISPATCHED}, S.CANCELLED, WORKER, RESCUER, fenced=True),
+    # The worker shuts down: the job is due again at once, no retry used.
+    "release": _t({S.RUNNING}, S.PENDING, WORKER, fenced=True),
+    "cancel": _t({S.PENDING, S.DISPATCHED}, S.CANCELLED, OPERATOR, fenced=False),
+    "request_cancel": _t({S.RUNNING}, S.RUNNING, OPERATOR, fenced=False),  # the worker stops itself
+    "operator_retry": _t({S.FAILED, S.CANCELLED}, S.PENDING, OPERATOR, fenced=False),
+}
+
+
+def _lock(job_id: uuid.UUID, *, event_id: uuid.UUID | None = None) -> JobExecution | None:
+    """The job's execution under a row lock, annotated with the database's `db_now`; None if
+    there is none or, when `event_id` is given, when that is not the current fencing token."""
+    assert_in_transaction("locking an execution")
+    execution = (
+        JobExecution.objects.select_for_update(of=("self",))
+        .select_related("job")
+        .annotate(db_now=DatabaseNow())
+        .filter(job_id=job_id)
+        .first()
+    )
+    if execution is None:
+        return None
+    if event_id is not None and execution.current_event_id != event_id:
+        return None
+    return execution
+
+
+def allows(execution: JobExecution, name: str) -> bool:
+    return execution.status in TRANSITIONS[name].sources
+
+
+def _apply(
+    execution: JobExecution,
+    name: str,
+    *,
+    actor: Actor,
+    changes: dict,
+    events: tuple[tuple[str, dict], ...] = (),
+) -> JobExecution:
+    """Move a locked execution along transition `name`: check the from-state, set the to-state
+    and `changes`, bump `version`, save only those fields, and write the outbox `events` (topic,
+    payload) in the same transaction. Raises InvalidStateTransition from a wrong state."""
+    transition = TRANSITIONS[name]
+    if actor not in transition.actors:
+        raise PermissionError(f"{actor} may not trigger {name}")
+    if execution.status not in transition.sources:
+        raise InvalidStateTransition(
+            f"Job {execution.job_id} is {execution.status}; {name} needs "
+            f"{' or '.join(sorted(transition.sources))}",
+            job_id=execution.job_id,
+        )
+    changes = {"status": transition.target, **changes}
+    for field, value in changes.items():
+        setattr(execution, field, value)
+    execution.version += 1
+    execution.save(update_fields=[*changes, "version", "updated_at"])
+    for topic, payload in events:
+        outbox_enqueue(
+            topic=topic, key=str(execution.job_id), trace_id=execution.job.trace_id, payload=payload
+        )
+    return execution
+
+
+# --- submission and dispatch ----------------------------------------------------------------
+
+
+def execution_create(
+    *, job_id: uuid.UUID, priority: int, max_retries: int, run_at: datetime | None
+) -> JobExecution:
+    """The PENDING execution of a newly submitted job, due at `run_at` or at once (inside the
+    submit transaction)."""
+    assert_in_transaction("execution_create")
+    execution = JobExecution.objects.create(
+        job_id=job_id,
+        priority=priority,
+        max_retries=max_retries,
+        next_run_at=run_at or DatabaseNow(),
+    )
+    if run_at is None:
+        execution.refresh_from_db(fields=["next_run_at"])
+    return execution
+
+
+def executions_dispatch(
+    *, limit: int, job_ids: list[uuid.UUID] | None = None, due_by: datetime | None = None
+) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """PENDING → DISPATCHED for up to `limit` due executions, highest priority first: one
+    statement that claims (FOR UPDATE SKIP LOCKED, so concurrent dispatchers never take the same
+    row), gives each a fresh fencing token and starts its dispatch lease. Returns (job id, event
+    id) pairs in dispatch order. `due_by` replaces the database clock for "due" (tests)."""
+    assert_in_transaction("executions_dispatch")
+    transition = TRANSITIONS["dispatch"]
+    (source,) = transition.sources
+    due_by_sql = "%s" if due_by is not None else "clock_timestamp()"
+    params: list = [source.value]
+    if due_by is not None:
+        params.append(due_by)
+    only_jobs = ""
+    if job_ids is not None:
+        only_jobs = "AND job_id = ANY(%s)"
+        params.append(list(job_ids))
+    params += [limit, transition.target.value, settings.JOBWEAVER_DISPATCH_TIMEOUT_SECONDS]
+    table = JobExecution._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH due AS (
+                SELECT id FROM {table}
+                WHERE status = %s AND next_run_at <= {due_by_sql} {only_jobs}
+                ORDER BY priority DESC, next_run_at
+                LIMIT %s
+                FOR UPDATE SKIP LOCKED
+            )
+            UPDATE {table} AS e
+            SET status = %s,
+                current_event_id = gen_random_uuid(),
+                dispatched_at = clock_timestamp(),
+                lease_expires_at = clock_timestamp() + make_interval(secs => %s),
+                version = e.version + 1,
+                updated_at = clock_timestamp()
+            FROM due WHERE e.id = due.id
+            RETURNING e.job_id, e.current_event_id, e.priority, e.next_run_at
+            """,
+            params,
+        )
+        rows = cursor.fetchall()
+    rows.sort(key=lambda row: (-row[2], row[3]))
+    return [(job_id, event_id) for job_id, event_id, _, _ in rows]
+
+
+# --- transitions driven by the worker that holds the fencing token ----------------------------
+
+
+def execution_start(*, job_id: uuid.UUID, event_id: uuid.UUID) -> JobExecution | None:
+    """DISPATCHED → RUNNING for the holder of `event_id`, starting the attempt's lease; None
+    when the token is stale (nothing changes)."""
+    execution = _lock(job_id, event_id=event_id)
+    if execution is None or not allows(execution, "start"):
+        return None
+    now = execution.db_now
+    return _apply(
+        execution,
+        "start",
+        actor=Actor.WORKER,
+        changes={
+            "started_at": now,
+            "attempt_count": execution.attempt_count + 1,
+            "lease_expires_at": now + seconds(settings.JOBWEAVER_LEASE_SECONDS),
+        },
+    )
+
+
+def execution_heartbeat(*, job_id: uuid.UUID, event_id: uuid.UUID) -> bool:
+    """Extend the lease of a RUNNING attempt (transition "heartbeat"); False tells the worker
+    its token is stale or the job was asked to cancel, so it must stop.
+
+    The one transition made without a row lock: it changes only the lease, is the hot path of
+    every running attempt, and a conditional UPDATE on status and token is atomic by itself.
+    """
+    (running,) = TRANSITIONS["heartbeat"].sources
+    extended = JobExecution.objects.filter(
+        job_id=job_id, current_event_id=event_id, status=running, cancel_requested=False
+    ).update(
+        lease_expires_at=DatabaseNow() + seconds(settings.JOBWEAVER_LEASE_SECONDS),
+        updated_at=DatabaseNow(),
+    )
+    return extended == 1
+
+
+def execution_should_stop(*, job_id: uuid.UUID, event_id: uuid.UUID) -> bool:
+    """True when the attempt holding `event_id` should stop: cancellation was requested or the
+    token is no longer current (a cheap indexed read, polled by running attempts)."""
+    return not JobExecution.objects.filter(
+        job_id=job_id, current_event_id=event_id, status=S.RUNNING, cancel_requested=False
+    ).exists()
+
+
+def execution_complete(*, job_id: uuid.UUID, event_id: uuid.UUID) -> bool:
+    """RUNNING → COMPLETED for the holder of `event_id`, with a JobCompleted event; False when
+    the token is stale."""
+    execution = _lock(job_id, event_id=event_id)
+    if execution is None or not allows(execution, "complete"):
+        return False
+    now = execution.db_now
+    completed = {
+        "jobId": str(job_id),
+        "eventId": str(event_id),
+        "traceId": execution.job.trace_id,
+        "attempt": execution.attempt_count,
+        "completedAt": iso(now),
+    }
+    _apply(
+        execution,
+        "complete",
+        actor=Actor.WORKER,
+        changes={"finished_at": now, "lease_expires_at": None, "last_error": ""},
+        events=((JOB_COMPLETED, completed),),
+    )
+    return True
+
+
+def execution_fail(
+    *, job_id: uuid.UUID, event_id: uuid.UUID, error: str, retryable: bool
+) -> RetryDecision | None:
+    """A failed attempt of the holder of `event_id`: → PENDING with backoff, → FAILED (dead
+    letter), or → CANCELLED when a cancel was requested. None when the token is stale."""
+    execution = _lock(job_id, event_id=event_id)
+    if execution is None or not allows(execution, "retry"):
+        return None
+    return _fail(execution, actor=Actor.WORKER, error=error, retryable=retryable)
+
+
+def _fail(execution: JobExecution, *, actor: Actor, error: str, retryable: bool) -> RetryDecision:
+    """The failure decision for a locked, live execution (worker failure or lost lease). The
+    retry decision and the JobFailed / DeadLetterEvent events commit together with it. A job
+    whose cancellation was requested ends CANCELLED instead: it is never retried automatically.
+    """
+    now = execution.db_now
+    if execution.cancel_requested:
+        _end_cancelled(execution, actor=actor, reason=f"cancelled ({error})")
+        return RetryDecision(retry=False, retry_count=execution.retry_count, reason="cancelled")
+    decision = policy_from_settings().decide(
+        retry_count=execution.retry_count,
+        max_retries=execution.max_retries,
+        retryable=retryable,
+        now=now,
+    )
+    job_id, trace_id = str(execution.job_id), execution.job.trace_id
+    failed = {
+        "jobId": job_id,
+        "eventId": str(execution.current_event_id),
+        "traceId": trace_id,
+        "attempt": execution.attempt_count,
+        "error": error,
+        "retryable": retryable,
+        "willRetry": decision.retry,
+        "failedAt": iso(now),
+    }
+    changes = {
+        "last_error": error,
+        "retry_count": decision.retry_count,
+        "lease_expires_at": None,
+        "current_event_id": None,
+    }
+    if decision.retry:
+        failed["nextRunAt"] = iso(decision.next_run_at)
+        _apply(
+            execution,
+            "retry",
+            actor=actor,
+            changes={**changes, "next_run_at": decision.next_run_at},
+            events=((JOB_FAILED, failed),),
+        )
+        return decision
+    dead_letter = {
+        "jobId": job_id,
+        "traceId": trace_id,
+        "reason": f"{decision.reason}: {error}",
+        "finalRetryCount": decision.retry_count,
+        "attempts": execution.attempt_count,
+        "failedAt": iso(now),
+    }
+    _apply(
+        execution,
+        "dead_letter",
+        actor=actor,
+        changes={**changes, "finished_at": now},
+        events=((JOB_FAILED, failed), (JOB_DEAD_LETTER, dead_letter)),
+    )
+    logger.warning(
+        "job %s dead-lettered after %d attempt(s): %s", job_id, execution.attempt_count, error
+    )
+    return decision
+
+
+def execution_end_cancelled(*, job_id: uuid.UUID, event_id: uuid.UUID) -> bool:
+    """RUNNING (cancel requested) → CANCELLED for the holder of `event_id`; False when the
+    token is stale or no cancel was requested."""
+    execution = _lock(job_id, event_id=event_id)
+    if execution is None or not allows(execution, "end_cancelled"):
+        return False
+    if not execution.cancel_requested:
+        return False
+    _end_cancelled(execution, actor=Actor.WORKER)
+    return True
+
+
+def _end_cancelled(execution: JobExecution, *, actor: Actor, reason: str = "cancelled") -> None:
+    # Clearing the token fences off whoever still holds it.
+    _apply(
+        execution,
+        "end_cancelled",
+        actor=actor,
+        changes={
+            "current_event_id": None,
+            "lease_expires_at": None,
+            "finished_at": execution.db_now,
+            "last_error": reason,
+        },
+    )
+
+
+def execution_release(*, job_id: uuid.UUID, event_id: uuid.UUID) -> bool:
+    """RUNNING → PENDING for the holder of `event_id` whose worker is shutting down: due at
+    once, retry count unchanged (the job did not fail). False when the token is stale or a
+    cancel was requested (the caller then records the cancellation instead)."""
+    execution = _lock(job_id, event_id=event_id)
+    if execution is None or not allows(execution, "release") or execution.cancel_requested:
+        return False
+    _apply(
+        execution,
+        "release",
+        actor=Actor.WORKER,
+        changes={
+            "next_run_at": execution.db_now,
+            "current_event_id": None,
+            "lease_expires_at": None,
+        },
+    )
+    return True
+
+
+# --- the rescuer: leases that expired ---------------------------------------------------------
+
+
+def execution_lose(execution: JobExecution, *, error: str) -> RetryDecision:
+    """The live attempt of a locked execution was lost (its lease expired): the failure
+    decision, as for a failed attempt. The caller locked the row (`executions_lock_expired`)."""
+    return _fail(execution, actor=Actor.RESCUER, error=error, retryable=True)
+
+
+def executions_lock_expired(
+    *, limit: int, expired_by: datetime | None = None, job_ids: list[uuid.UUID] | None = None
+) -> list[JobExecution]:
+    """Up to `limit` DISPATCHED or RUNNING executions whose lease expired, locked with FOR
+    UPDATE SKIP LOCKED: a row locked right now (its worker is recording an outcome) is skipped
+    and looked at again next time. `expired_by` replaces the database clock (tests)."""
+    assert_in_transaction("executions_lock_expired")
+    expired = (
+        JobExecution.objects.select_for_update(skip_locked=True, of=("self",))
+        .select_related("job")
+        .annotate(db_now=DatabaseNow())
+        .filter(
+            status__in=(S.DISPATCHED, S.RUNNING),
+            lease_expires_at__lt=expired_by if expired_by is not None else DatabaseNow(),
+        )
+    )
+    if job_ids is not None:
+        expired = expired.filter(job_id__in=job_ids)
+    return list(expired.order_by("lease_expires_at")[:limit])
+
+
+def execution_count_attempt(execution: JobExecution) -> None:
+    """A delivery nobody started still counts as an attempt (its attempt row is LOST)."""
+    execution.attempt_count += 1
+    execution.save(update_fields=["attempt_count", "updated_at"])
+
+
+# --- operator actions ---------------------------------------------------------------------------
+
+
+def _lock_or_404(job_id: uuid.UUID) -> JobExecution:
+    execution = _lock(job_id)
+    if execution is None:
+        raise JobNotFound(f"Job {job_id} not found", job_id=job_id)
+    return execution
+
+
+def execution_retry(*, job_id: uuid.UUID) -> JobExecution:
+    """FAILED | CANCELLED → PENDING with a fresh retry budget; the attempt history stays."""
+    execution = _lock_or_404(job_id)
+    if not allows(execution, "operator_retry"):
+        raise InvalidStateTransition(
+            f"Job {job_id} is {execution.status}; only FAILED or CANCELLED jobs can be retried",
+            job_id=job_id,
+        )
+    return _apply(
+        execution,
+        "operator_retry",
+        actor=Actor.OPERATOR,
+        changes={
+            "retry_count": 0,
+            "next_run_at": execution.db_now,
+            "current_event_id": None,
+            "lease_expires_at": None,
+            "cancel_requested": False,
+            "finished_at": None,
+        },
+    )
+
+
+def execution_cancel(*, job_id: uuid.UUID) -> JobExecution:
+    """PENDING | DISPATCHED → CANCELLED at once (a message still in flight is fenced off);
+    RUNNING → cancel requested (the worker stops at its next checkpoint)."""
+    execution = _lock_or_404(job_id)
+    if allows(execution, "cancel"):
+        return _apply(
+            execution,
+            "cancel",
+            actor=Actor.OPERATOR,
+            changes={
+                "current_event_id": None,
+                "lease_expires_at": None,
+                "finished_at": execution.db_now,
+                "last_error": "cancelled",
+            },
+        )
+    if allows(execution, "request_cancel"):
+        return _apply(
+            execution, "request_cancel", actor=Actor.OPERATOR, changes={"cancel_requested": True}
+        )
+    raise InvalidStateTransition(
+        f"Job {job_id} is {execution.status}; it cannot be cancelled", job_id=job_id
+    )
