@@ -1,0 +1,198 @@
+"""The outbox relay against the real PostgreSQL and the real Kafka broker (database tests, not
+unit tests): an event exists iff its transaction committed, it reaches its prefixed topic with
+its key and headers, a broker outage leaves it for a later relay, and two relays running at
+once never publish a row twice (FOR UPDATE SKIP LOCKED)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+from django.conf import settings
+from django.db import connection, transaction
+
+from apps.core import kafka
+from apps.core.kafka import JOB_COMPLETED, JOB_CREATED, common_config, ensure_topics, topic_name
+from apps.outbox import services
+from apps.outbox.models import OutboxEvent
+from apps.outbox.services import outbox_enqueue, outbox_relay_pending
+
+pytestmark = pytest.mark.django_db(transaction=True)  # commits are what these tests are about
+
+READ_TIMEOUT_SECONDS = 30.0
+
+
+@pytest.fixture(scope="session")
+def event_topics():
+    """The session's prefixed topics, removed at the end of the session (whichever of this and
+    the integration `stack` fixture ends last finds nothing left to remove)."""
+    ensure_topics()
+    yield
+    prefix = settings.JOBWEAVER_KAFKA_TOPIC_PREFIX
+    admin = AdminClient(common_config())
+    ours = [name for name in admin.list_topics(timeout=10).topics if name.startswith(prefix)]
+    if prefix and ours:
+        for future in admin.delete_topics(ours, operation_timeout=10).values():
+            try:
+                future.result(timeout=15)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    raise
+
+
+@pytest.fixture(autouse=True)
+def _topics(event_topics):
+    pass
+
+
+def read_events(topic: str, *, expected, watched=()) -> dict[str, list]:
+    """The messages of the prefixed `topic`, read from its beginning, whose eventId header is in
+    `expected` or `watched`, grouped by event id. Reads until every expected event has arrived
+    and every partition's end is reached (so a duplicate already in the log is seen too)."""
+    wanted = {str(event_id) for event_id in expected}
+    interesting = wanted | {str(event_id) for event_id in watched}
+    name = topic_name(topic)
+    consumer = Consumer(
+        {
+            **common_config(),
+            "group.id": f"test-outbox-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    try:
+        partitions = set(consumer.list_topics(name, timeout=10).topics[name].partitions)
+        consumer.assign([TopicPartition(name, p, OFFSET_BEGINNING) for p in partitions])
+        seen: dict[str, list] = defaultdict(list)
+        at_end: set[int] = set()
+        deadline = time.monotonic() + READ_TIMEOUT_SECONDS
+        while not (wanted <= set(seen) and at_end == partitions):
+            if time.monotonic() > deadline:
+                missing = sorted(wanted - set(seen))
+                raise AssertionError(f"events {missing} did not reach {name} in time")
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            if message.error():
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    at_end.add(message.partition())
+                    continue
+                raise KafkaException(message.error())
+            at_end.discard(message.partition())
+            event_id = dict(message.headers() or []).get("eventId", b"").decode()
+            if event_id in interesting:
+                seen[event_id].append(message)
+        return seen
+    finally:
+        consumer.close()
+
+
+def headers_of(message) -> dict[str, str]:
+    return {key: value.decode() for key, value in message.headers()}
+
+
+def test_an_event_committed_with_its_change_is_published_with_key_and_headers():
+    key = str(uuid.uuid4())
+    payload = {"jobId": key, "traceId": "trace-relay-1", "status": "PENDING"}
+
+    with transaction.atomic():
+        event = outbox_enqueue(
+            topic=JOB_CREATED, key=key, payload=payload, trace_id="trace-relay-1"
+        )
+        assert OutboxEvent.objects.get(id=event.id).published_at is None  # not before the commit
+
+    [message] = read_events(JOB_CREATED, expected=[event.id])[str(event.id)]
+    assert message.topic() == f"{settings.JOBWEAVER_KAFKA_TOPIC_PREFIX}{JOB_CREATED}"
+    assert message.key() == key.encode()
+    assert json.loads(message.value()) == payload
+    assert headers_of(message) == {"eventId": str(event.id), "traceId": "trace-relay-1"}
+    stored = OutboxEvent.objects.get(id=event.id)
+    assert stored.published_at is not None
+    assert stored.publish_attempts == 0
+
+
+def test_a_rolled_back_transaction_leaves_no_event():
+    key = str(uuid.uuid4())  # both events share a key, so a partition: order is kept
+
+    with pytest.raises(RuntimeError), transaction.atomic():
+        rolled_back = outbox_enqueue(topic=JOB_COMPLETED, key=key, payload={"n": 1})
+        raise RuntimeError("the state change fails")
+    with transaction.atomic():
+        marker = outbox_enqueue(topic=JOB_COMPLETED, key=key, payload={"n": 2})
+
+    assert not OutboxEvent.objects.filter(id=rolled_back.id).exists()
+    assert outbox_relay_pending() == 0  # nothing left behind to relay either
+    seen = read_events(JOB_COMPLETED, expected=[marker.id], watched=[rolled_back.id])
+    assert str(rolled_back.id) not in seen
+
+
+@pytest.fixture
+def broker(settings, monkeypatch):
+    """Switch the relay between an unreachable broker and the real one. The cached producer
+    is dropped on each switch (and the test's own one restored afterwards)."""
+    monkeypatch.setattr(services, "PUBLISH_TIMEOUT_SECONDS", 1.0)  # shrink the wait for acks
+    real = settings.KAFKA_BOOTSTRAP_SERVERS
+
+    def switch(*, reachable: bool) -> None:
+        settings.KAFKA_BOOTSTRAP_SERVERS = real if reachable else "127.0.0.1:1"
+        monkeypatch.setattr(kafka, "_producer", None)
+
+    return switch
+
+
+def test_events_left_by_a_broker_outage_are_published_by_a_later_relay(broker):
+    broker(reachable=False)
+    key = str(uuid.uuid4())
+    with transaction.atomic():  # the relay right after this commit fails: attempt 1
+        events = [outbox_enqueue(topic=JOB_CREATED, key=key, payload={"n": n}) for n in range(3)]
+    ids = [event.id for event in events]
+
+    assert outbox_relay_pending() == 0  # the periodic relay fails too: attempt 2
+
+    rows = OutboxEvent.objects.filter(id__in=ids)
+    assert [(row.published_at, row.publish_attempts) for row in rows] == [(None, 2)] * 3
+
+    broker(reachable=True)
+    assert outbox_relay_pending() == 3
+
+    assert all(row.published_at is not None for row in OutboxEvent.objects.filter(id__in=ids))
+    seen = read_events(JOB_CREATED, expected=ids)
+    assert sorted(json.loads(seen[str(i)][0].value())["n"] for i in ids) == [0, 1, 2]
+    assert [len(seen[str(i)]) for i in ids] == [1, 1, 1]
+
+
+def test_two_relays_at_once_never_publish_the_same_row_twice(monkeypatch):
+    monkeypatch.setattr(services, "RELAY_BATCH_SIZE", 10)  # many batches, so the relays interleave
+    with transaction.atomic():  # rows without the after-commit relay: both relays find them
+        events = OutboxEvent.objects.bulk_create(
+            OutboxEvent(topic=JOB_CREATED, key=str(uuid.uuid4()), payload={"n": n})
+            for n in range(200)
+        )
+    ids = [event.id for event in events]
+    start = threading.Barrier(2)
+
+    def relay() -> int:
+        try:
+            start.wait(timeout=10)
+            return outbox_relay_pending()
+        finally:
+            connection.close()  # each thread has its own connection
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = [pool.submit(relay) for _ in range(2)]
+        published = [future.result(timeout=60) for future in futures]  # re-raises their errors
+
+    assert sum(published) == 200
+    assert not OutboxEvent.objects.filter(id__in=ids, published_at=None).exists()
+    seen = read_events(JOB_CREATED, expected=ids)
+    duplicated = {
+        event_id: len(messages) for event_id, messages in seen.items() if len(messages) > 1
+    }
+    assert duplicated == {}
