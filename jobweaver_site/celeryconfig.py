@@ -29,6 +29,8 @@ broker_transport_options = {
     # Commit batches: after this many finished messages or this many seconds.
     "commit_max_messages": 200,
     "commit_interval_seconds": 0.5,
+    # Undecodable records are parked here (unchanged, with their origin in headers), not fatal.
+    "parked_topic": topic_name("parked"),
     # All brokers of the cluster, not only the one in the URL.
     "kafka_common_config": {"bootstrap.servers": settings.KAFKA_BOOTSTRAP_SERVERS},
 }

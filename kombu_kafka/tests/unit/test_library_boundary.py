@@ -51,9 +51,7 @@ def test_importing_the_package_loads_no_django_and_no_host_module():
         check=True,
     )
     report = json.loads(result.stdout)
-    assert {"kombu_kafka", "kombu_kafka.offsets", "kombu_kafka.transport"} <= set(
-        report["loaded"]
-    )
+    assert {"kombu_kafka", "kombu_kafka.offsets", "kombu_kafka.transport"} <= set(report["loaded"])
     assert report["host"] == []
     package = str(ROOT / "kombu_kafka")
     assert [a for a in report["attempts"] if a[1].startswith(package)] == []
