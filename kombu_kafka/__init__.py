@@ -8,6 +8,8 @@ Public API:
 - `register()` adds the transport alias to kombu (idempotent).
 - `Transport` for `kombu.Connection(transport=Transport)`.
 - `KEY_HEADER`: the message header whose value becomes the Kafka record key.
+- `PARTITION_HEADER`: optional header naming the partition to produce to.
+- `Channel.assigned_partitions(queue)`: the partitions its consumer owns now.
 - `confirm_deliveries(channel, timeout=None)`: wait until the broker confirmed every record
   produced on a channel; raises `KafkaDeliveryError` otherwise.
 """
@@ -16,13 +18,20 @@ from __future__ import annotations
 
 from kombu.transport import TRANSPORT_ALIASES
 
-from kombu_kafka.transport import KEY_HEADER, Channel, KafkaDeliveryError, Transport
+from kombu_kafka.transport import (
+    KEY_HEADER,
+    PARTITION_HEADER,
+    Channel,
+    KafkaDeliveryError,
+    Transport,
+)
 
 ALIAS = "jobweaver-kafka"
 
 __all__ = [
     "ALIAS",
     "KEY_HEADER",
+    "PARTITION_HEADER",
     "KafkaDeliveryError",
     "Transport",
     "confirm_deliveries",

@@ -57,6 +57,11 @@ class PartitionState:
         return moved
 
     @property
+    def partitions(self, topic: str) -> list[int]:
+        """Partitions of `topic` assigned to this consumer now."""
+        with self._lock:
+            return sorted(p for t, p in self._partitions if t == topic)
+
     def in_flight(self) -> int:
         return len(self._in_flight) - len(self._done)
 
@@ -142,6 +147,11 @@ class OffsetTracker:
                     self._committed[key] = max(offset, self._committed.get(key, offset))
             self._finished_since_commit = 0
             self._last_commit = time.monotonic()
+
+    def partitions(self, topic: str) -> list[int]:
+        """Partitions of `topic` assigned to this consumer now."""
+        with self._lock:
+            return sorted(p for t, p in self._partitions if t == topic)
 
     def in_flight(self) -> int:
         with self._lock:

@@ -49,6 +49,9 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_PORT = 9092
 KEY_HEADER = "kafka_key"
+# Optional header: produce to this partition instead of the key's (a host that routes work to
+# the partitions of a chosen consumer, e.g. for flow control).
+PARTITION_HEADER = "kafka_partition"
 # librdkafka reports these when no broker of the bootstrap list can be reached.
 _UNREACHABLE = {KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE}
 
@@ -223,11 +226,17 @@ class Channel(ConsumingChannel, virtual.Channel):
             with self._delivery_lock:
                 self._delivery_errors.append(f"{msg.topic()}: {err}")
 
-    def _produce(self, topic: str, value: bytes, *, key, headers=None) -> None:
+    def _produce(self, topic: str, value: bytes, *, key, headers=None, partition=None) -> None:
+        extra = {"partition": partition} if partition is not None else {}
         while True:
             try:
                 self.producer.produce(
-                    topic, value=value, key=key, headers=headers, on_delivery=self._on_delivery
+                    topic,
+                    value=value,
+                    key=key,
+                    headers=headers,
+                    on_delivery=self._on_delivery,
+                    **extra,
                 )
                 break
             except BufferError:  # local queue full: let librdkafka send some, then retry
@@ -240,10 +249,19 @@ class Channel(ConsumingChannel, virtual.Channel):
         self._produce_message(topic, message)
 
     def _produce_message(self, topic: str, message: dict) -> None:
-        key = (message.get("headers") or {}).get(KEY_HEADER)
+        headers = message.get("headers") or {}
+        key, partition = headers.get(KEY_HEADER), headers.get(PARTITION_HEADER)
         self._produce(
-            topic, dumps(message).encode(), key=str(key).encode() if key is not None else None
+            topic,
+            dumps(message).encode(),
+            key=str(key).encode() if key is not None else None,
+            partition=int(partition) if partition is not None else None,
         )
+
+    def assigned_partitions(self, queue: str) -> list[int]:
+        """Partitions of the queue's topic that this channel's consumer owns now (any
+        thread)."""
+        return self.tracker.partitions(self._topic(queue))
 
     def confirm_deliveries(self, timeout: float | None = None) -> None:
         """Wait until the broker confirmed every message produced on this channel; raises
