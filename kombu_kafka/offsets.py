@@ -57,11 +57,6 @@ class PartitionState:
         return moved
 
     @property
-    def partitions(self, topic: str) -> list[int]:
-        """Partitions of `topic` assigned to this consumer now."""
-        with self._lock:
-            return sorted(p for t, p in self._partitions if t == topic)
-
     def in_flight(self) -> int:
         return len(self._in_flight) - len(self._done)
 
