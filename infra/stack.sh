@@ -211,6 +211,8 @@ case "${1:-}" in
   test-tools)
     # Debian's docker-compose validates compose.yaml without a Docker engine (tests/test_compose.py).
     command -v docker-compose >/dev/null || apt_install docker-compose || true
+    # kombu's Kafka integration suite, from the pinned sdist into .cache/ (test_kombu_suite.py).
+    (cd "$ROOT" && .venv/bin/python -m tests.kombu_suite >/dev/null)
     ;;
   status)
     pg_running && echo "postgres: running on 127.0.0.1:$PG_PORT" || echo "postgres: stopped"

@@ -239,6 +239,8 @@ class ConsumingChannel:
         partitions are assigned and their positions have reached the end of the log.
         """
         topic = self._topic(queue)
+        # Read your own writes: what this channel produced must count as "there".
+        self.confirm_deliveries()
         self._get_queues.add(queue)
         consumer = self._ensure_consumer()
         self._set_paused(consumer, False)
