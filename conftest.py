@@ -8,7 +8,7 @@ import uuid
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from tests.stack import WorkerProcess, wait_for
+from tests.stack import WorkerProcess, child_environment, wait_for
 
 
 @pytest.fixture
@@ -25,8 +25,17 @@ class Stack:
         self.scheduler: WorkerProcess | None = None
         self.beat: WorkerProcess | None = None
 
-    def start_executor(self, name: str | None = None) -> WorkerProcess:
-        worker = WorkerProcess("executor", name or f"executor{len(self.executors) + 1}")
+    def start_executor(
+        self, name: str | None = None, *, threads: int | None = None, **options
+    ) -> WorkerProcess:
+        """Start one more executor (`threads` overrides its concurrency; `options` go to
+        WorkerProcess, e.g. env or module) and wait until it is ready."""
+        env = options.pop("env", None)
+        if threads is not None:
+            env = {**(env or child_environment()), "JOBWEAVER_EXECUTOR_CONCURRENCY": str(threads)}
+        worker = WorkerProcess(
+            "executor", name or f"executor{len(self.executors) + 1}", env, **options
+        )
         self.executors.append(worker.start())
         worker.wait_ready()
         return worker

@@ -4,7 +4,7 @@ Transport: the kombu_kafka library (per-message offset tracking with a contiguou
 commit watermark, keyed and batch-confirmed produce, one consumer per worker process).
 
 Delivery stays at-least-once: a message is acknowledged only after its task returned (acks
-late), a worker holds one message at a time (prefetch 1), and a worker lost mid-task leaves its
+late), a worker reserves no more than flow control sends it, and a worker lost mid-task leaves its
 message unacknowledged. Remote control, events and results are off: the Kafka transport has no
 fanout, and job state lives in PostgreSQL, not in a result backend.
 """
@@ -46,7 +46,9 @@ task_routes = {
 }
 task_acks_late = True
 task_reject_on_worker_lost = True
-worker_prefetch_multiplier = 1
+# An executor reserves up to slots x JOBWEAVER_DISPATCH_PREFETCH deliveries: exactly the credits
+# flow control gives it (ARCHITECTURE §4a), and reserved ones get their dispatch lease renewed.
+worker_prefetch_multiplier = settings.JOBWEAVER_DISPATCH_PREFETCH
 worker_enable_remote_control = False
 worker_send_task_events = False
 task_send_sent_event = False

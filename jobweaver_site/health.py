@@ -6,6 +6,7 @@ from django.http import JsonResponse
 from django.views.decorators.http import require_GET
 
 from apps.core.kafka import broker_reachable
+from apps.scheduler.flow import live_executors
 
 
 @require_GET
@@ -23,6 +24,10 @@ def readyz(request):
     except DatabaseError:
         pass
     ready = all(checks.values())
-    return JsonResponse(
-        {"status": "ok" if ready else "unavailable", **checks}, status=200 if ready else 503
-    )
+    body = {"status": "ok" if ready else "unavailable", **checks}
+    if checks["postgresql"]:
+        # Informative, not a readiness condition: the web accepts jobs with no executor live
+        # (they wait in PostgreSQL); an operator must hear about it all the same.
+        body["liveExecutors"] = live = len(live_executors())
+        body["warnings"] = [] if live else ["no live executor: jobs wait in PostgreSQL"]
+    return JsonResponse(body, status=200 if ready else 503)

@@ -73,6 +73,23 @@ DATABASES = {
 }
 DATABASES["default"].setdefault("CONN_MAX_AGE", 0)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# Bounded waits (ARCHITECTURE §4a): no session waits on a lock, runs a statement or sits idle
+# inside a transaction for longer than these, so a frozen process cannot pin a row.
+JOBWEAVER_DB_LOCK_TIMEOUT_SECONDS = env.float("JOBWEAVER_DB_LOCK_TIMEOUT_SECONDS", default=10)
+JOBWEAVER_DB_STATEMENT_TIMEOUT_SECONDS = env.float(
+    "JOBWEAVER_DB_STATEMENT_TIMEOUT_SECONDS", default=60
+)
+JOBWEAVER_DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS = env.float(
+    "JOBWEAVER_DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS", default=60
+)
+DATABASES["default"].setdefault("OPTIONS", {})["options"] = " ".join(
+    f"-c {name}={round(seconds * 1000)}"
+    for name, seconds in (
+        ("lock_timeout", JOBWEAVER_DB_LOCK_TIMEOUT_SECONDS),
+        ("statement_timeout", JOBWEAVER_DB_STATEMENT_TIMEOUT_SECONDS),
+        ("idle_in_transaction_session_timeout", JOBWEAVER_DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS),
+    )
+)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LANGUAGE_CODE = "en-us"
@@ -103,6 +120,11 @@ JOBWEAVER_RUN_JOB_PARTITIONS = env.int("JOBWEAVER_RUN_JOB_PARTITIONS", default=1
 # --- Scheduling, retries, leases (seconds may be fractional so tests can shrink time) ----------
 JOBWEAVER_DISPATCH_INTERVAL_SECONDS = env.float("JOBWEAVER_DISPATCH_INTERVAL_SECONDS", default=10)
 JOBWEAVER_DISPATCH_BATCH_SIZE = env.int("JOBWEAVER_DISPATCH_BATCH_SIZE", default=50)
+# Flow control (ARCHITECTURE §4a): at most live slots x this many deliveries in flight.
+JOBWEAVER_DISPATCH_PREFETCH = env.int("JOBWEAVER_DISPATCH_PREFETCH", default=2)
+# Executors renew their registration this often; one silent for the TTL is not live.
+JOBWEAVER_WORKER_HEARTBEAT_SECONDS = env.float("JOBWEAVER_WORKER_HEARTBEAT_SECONDS", default=5)
+JOBWEAVER_WORKER_TTL_SECONDS = env.float("JOBWEAVER_WORKER_TTL_SECONDS", default=15)
 JOBWEAVER_BACKOFF_BASE_SECONDS = env.float("JOBWEAVER_BACKOFF_BASE_SECONDS", default=5)
 JOBWEAVER_BACKOFF_CAP_SECONDS = env.float("JOBWEAVER_BACKOFF_CAP_SECONDS", default=300)
 JOBWEAVER_BACKOFF_JITTER = env.float("JOBWEAVER_BACKOFF_JITTER", default=0.1)

@@ -18,10 +18,11 @@ TEST_ENVIRONMENT = {
     "JOBWEAVER_BACKOFF_CAP_SECONDS": "5",
     "JOBWEAVER_BACKOFF_JITTER": "0.1",
     "JOBWEAVER_LEASE_SECONDS": "3",
-    # The production default, longer than any test: a delivery still queued in Kafka behind a
-    # test's backlog (2,000 jobs) must not be rescued as lost. Tests of the dispatch lease move
-    # `now` past it instead of waiting.
-    "JOBWEAVER_DISPATCH_TIMEOUT_SECONDS": "300",
+    # Flow control keeps Kafka's queue short, so a short dispatch lease holds under any
+    # backlog; an expired one is a redelivery, never a failed attempt.
+    "JOBWEAVER_DISPATCH_TIMEOUT_SECONDS": "5",
+    "JOBWEAVER_WORKER_HEARTBEAT_SECONDS": "0.5",
+    "JOBWEAVER_WORKER_TTL_SECONDS": "2",
     "JOBWEAVER_RESCUE_INTERVAL_SECONDS": "0.5",
     "JOBWEAVER_SHUTDOWN_GRACE_SECONDS": "2",
 }

@@ -48,6 +48,9 @@ def main(argv: list[str]) -> None:
         print(f"usage: python -m jobweaver_site.workers {'|'.join(ROLES)} [name]", file=sys.stderr)
         raise SystemExit(2)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jobweaver_site.settings")
+    # Read by the apps' worker hooks: the executor registers for flow control, the scheduler
+    # listens for freed credits.
+    os.environ["JOBWEAVER_WORKER_ROLE"] = argv[0]
     import django
 
     django.setup()

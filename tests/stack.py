@@ -48,15 +48,22 @@ def child_environment() -> dict[str, str]:
 
 
 class WorkerProcess:
-    def __init__(self, role: str, name: str, env: dict[str, str] | None = None):
-        self.role, self.name, self.env = role, name, env
+    def __init__(
+        self,
+        role: str,
+        name: str,
+        env: dict[str, str] | None = None,
+        *,
+        module: str = "jobweaver_site.workers",
+    ):
+        self.role, self.name, self.env, self.module = role, name, env, module
         self.log_path = LOG_DIR / f"{settings.JOBWEAVER_KAFKA_TOPIC_PREFIX}{name}.log"
         self.process: subprocess.Popen | None = None
 
     def start(self) -> WorkerProcess:
         LOG_DIR.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its lifetime
-        argv = [sys.executable, "-m", "jobweaver_site.workers", self.role]
+        argv = [sys.executable, "-m", self.module, self.role]
         if self.role != "beat":
             argv.append(f"{self.name}@%h")
         self.process = subprocess.Popen(

@@ -66,34 +66,3 @@ def attempt_close(
         fields["log_lines"] = list(log_lines)
     running = ExecutionAttempt.objects.filter(event_id=event_id, outcome=AttemptOutcome.RUNNING)
     return running.update(**fields) == 1
-
-
-def attempt_record_lost(
-    *,
-    job_id: uuid.UUID,
-    event_id: uuid.UUID,
-    attempt: int,
-    trace_id: str,
-    started_at: datetime,
-    total_steps: int,
-    error: str,
-    now: datetime,
-) -> ExecutionAttempt:
-    """Close the attempt of delivery `event_id` as LOST; for a delivery that no worker ever
-    started, create its row numbered `attempt`, LOST with an empty worker id."""
-    attempt_close(event_id=event_id, outcome=AttemptOutcome.LOST, error=error)
-    lost, _ = ExecutionAttempt.objects.get_or_create(
-        event_id=event_id,
-        defaults={
-            "job_id": job_id,
-            "attempt": attempt,
-            "trace_id": trace_id,
-            "worker_id": "",
-            "started_at": started_at,
-            "finished_at": now,
-            "outcome": AttemptOutcome.LOST,
-            "error_message": error,
-            "total_steps": total_steps,
-        },
-    )
-    return lost

@@ -40,8 +40,14 @@ CANCEL_POLL_SECONDS = 0.25
 DATABASE_RETRY_SECONDS = 20.0
 
 
+def process_identity() -> str:
+    """This executor process, as registered for flow control: "<host>:<pid>"."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
 def worker_identity() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{threading.current_thread().name}"
+    """This thread of this executor process, as recorded on attempts."""
+    return f"{process_identity()}:{threading.current_thread().name}"
 
 
 def attempt_execute(*, job_id: uuid.UUID, event_id: uuid.UUID) -> str | None:

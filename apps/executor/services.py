@@ -49,8 +49,10 @@ class Ending(StrEnum):
 def attempt_start(
     *, job_id: uuid.UUID, event_id: uuid.UUID, worker_id: str
 ) -> ClaimedAttempt | None:
-    """Claim the execution for this delivery (DISPATCHED → RUNNING) and open its attempt; None
-    for a stale or duplicate delivery (its event id is not the current token, or it ran)."""
+    """Claim the execution for this delivery (DISPATCHED → RUNNING) and open its attempt;
+    `worker_id` is "<host>:<pid>:<thread>", its executor process the part before the last
+    colon. None for a stale or duplicate delivery (its event id is not the current token, or
+    it ran)."""
     if ledger.attempt_exists(event_id=event_id):
         logger.info(
             "delivery %s of job %s already has its attempt; ignoring the duplicate",
@@ -58,7 +60,9 @@ def attempt_start(
             job_id,
         )
         return None
-    execution = lifecycle.execution_start(job_id=job_id, event_id=event_id)
+    execution = lifecycle.execution_start(
+        job_id=job_id, event_id=event_id, worker_id=worker_id.rpartition(":")[0]
+    )
     if execution is None:
         logger.info("delivery %s of job %s is stale (fenced); ignoring it", event_id, job_id)
         return None

@@ -1,15 +1,17 @@
-"""The executor's Celery task. Thin: ids in, one service call. Running it twice is harmless
-because the service fences on the event id."""
+"""The executor's Celery task and process hooks. Thin: ids in, one service call. Running the
+task twice is harmless because the runner fences on the event id."""
 
+import os
 import uuid
 
 from celery import shared_task
 from celery.exceptions import Reject
-from celery.signals import worker_shutting_down
+from celery.signals import worker_ready, worker_shutting_down
 from django.conf import settings
 
 from apps.core.db import DATABASE_UNAVAILABLE
-from apps.executor import shutdown
+from apps.core.kafka import RUN_JOB, topic_name
+from apps.executor import presence, shutdown
 from apps.executor.runner import attempt_execute
 
 
@@ -18,12 +20,31 @@ def run_job(job_id: str, event_id: str) -> str | None:
     try:
         return attempt_execute(job_id=uuid.UUID(job_id), event_id=uuid.UUID(event_id))
     except DATABASE_UNAVAILABLE as exc:
-        # PostgreSQL stayed away longer than the service's retries: put the message back on
+        # PostgreSQL stayed away longer than the runner's retries: put the message back on
         # its topic rather than acknowledge a delivery that was never claimed.
         raise Reject(exc, requeue=True) from exc
 
 
+def _is_executor() -> bool:
+    # Set by jobweaver_site.workers; every worker process imports every app's tasks.
+    return os.environ.get("JOBWEAVER_WORKER_ROLE") == "executor"
+
+
+@worker_ready.connect
+def register_executor(sender, **kwargs) -> None:
+    """Ready to consume: register for flow control (apps/executor/presence.py)."""
+    if _is_executor():
+        presence.start(
+            channel=sender.task_consumer.channel,
+            queue=topic_name(RUN_JOB),
+            slots=settings.JOBWEAVER_EXECUTOR_CONCURRENCY,
+        )
+
+
 @worker_shutting_down.connect
 def start_shutdown_grace(**kwargs) -> None:
-    """SIGTERM: attempts still running after the grace period are released (shutdown.py)."""
+    """SIGTERM: no more credits for this process at once; attempts still running after the
+    grace period are released (shutdown.py)."""
     shutdown.begin(settings.JOBWEAVER_SHUTDOWN_GRACE_SECONDS)
+    if _is_executor():
+        presence.stop()

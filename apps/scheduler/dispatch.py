@@ -1,57 +1,73 @@
-"""Dispatch: send due executions to the executors over Kafka (ARCHITECTURE §4, §4a).
+"""Dispatch: send due executions to the live executors over Kafka (ARCHITECTURE §4, §4a).
 
-Each batch is one transaction: `lifecycle.executions_dispatch` claims due executions (PENDING →
-DISPATCHED, fresh fencing tokens), then the publisher sends one run_job message per job and
-waits for the broker's confirmation *before* the transaction commits. If Kafka refuses, the
-transaction rolls back and the jobs stay PENDING. A message whose transaction then fails to
-commit carries an event id that never became current, so the executor's fenced claim ignores
-it; an executor that receives a message before the commit blocks on the row lock and then sees
-the committed state.
+A dispatch claims at most the free credits of the live executors (apps/scheduler/flow.py),
+highest priority first, in one short transaction under the cluster-wide dispatch lock:
+`lifecycle.executions_dispatch` moves them PENDING → DISPATCHED with fresh fencing tokens and
+each is assigned to an executor and one of its partitions. The claim commits *before* anything
+waits on Kafka, so a stalled broker never pins rows. Then the publisher sends one run_job
+message per delivery and waits for the broker's confirmation; if that fails, the deliveries go
+back to PENDING at once (fenced by their tokens: a message that reached Kafka after all is
+ignored by the executor). A dispatcher that dies between commit and publish leaves DISPATCHED
+rows whose dispatch lease expires: the rescue redelivers them, no attempt used.
+
+Dispatch runs on a submit (fast path, in the submitting process), when the scheduler worker is
+woken because a credit freed up (apps/scheduler/wakeup.py), and on the beat tick.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
 
 import kombu_kafka
-from apps.core.db import drain_in_batches
 from apps.core.kafka import RUN_JOB, topic_name
-from apps.scheduler import lifecycle
+from apps.scheduler import flow, lifecycle
 
 logger = logging.getLogger(__name__)
 
 # The executor's task, named rather than imported: the scheduler never imports the executor's
 # runtime (ARCHITECTURE §2).
 RUN_JOB_TASK = "apps.executor.tasks.run_job"
+# "No live executor" is logged at most this often by one process.
+NO_EXECUTOR_LOG_INTERVAL_SECONDS = 30.0
+
+
+class Delivery(NamedTuple):
+    job_id: str
+    event_id: str
+    partition: int | None  # a run-job partition of the executor it is counted against
 
 
 class Publisher(Protocol):
-    def __call__(self, messages: list[tuple[str, str]]) -> None:
-        """Send every (job id, event id) on run-job; return once the broker has taken them all,
-        or raise."""
+    def __call__(self, messages: list[Delivery]) -> None:
+        """Send every delivery on run-job; return once the broker has taken them all, or
+        raise."""
 
 
-def celery_publisher(messages: list[tuple[str, str]]) -> None:
-    """One run_job Celery message per job over Kafka, keyed by job id (one job's messages stay
-    in order on one partition), confirmed by the broker as one batch."""
+def celery_publisher(messages: list[Delivery]) -> None:
+    """One run_job Celery message per delivery over Kafka, on its executor's partition (keyed
+    by job id when it has none), confirmed by the broker as one batch."""
     queue = topic_name(RUN_JOB)
     with current_app.producer_or_acquire() as producer:
-        for job_id, event_id in messages:
+        for job_id, event_id, partition in messages:
+            headers = {kombu_kafka.KEY_HEADER: job_id}
+            if partition is not None:
+                headers[kombu_kafka.PARTITION_HEADER] = partition
             current_app.send_task(
                 RUN_JOB_TASK,
                 args=[job_id, event_id],
                 queue=queue,
                 routing_key=queue,
                 producer=producer,
-                headers={kombu_kafka.KEY_HEADER: job_id},
+                headers=headers,
             )
         kombu_kafka.confirm_deliveries(producer.channel)
 
@@ -63,35 +79,80 @@ def dispatch_due_jobs(
     job_ids: Iterable[uuid.UUID] | None = None,
     publish: Publisher | None = None,
 ) -> list[uuid.UUID]:
-    """Claim due PENDING executions and send them to the executors; returns the job ids.
+    """Claim due PENDING executions up to the free credits and send them; returns the job ids.
 
-    Works in batches of JOBWEAVER_DISPATCH_BATCH_SIZE, each its own transaction. `job_ids`
-    limits the claim to some jobs (the fast path after a submit); `now` replaces the database
-    clock for what counts as due (tests).
+    Batches of at most JOBWEAVER_DISPATCH_BATCH_SIZE, until the credits or the due work run
+    out. `job_ids` limits the claim to some jobs (the fast path after a submit); `now` replaces
+    the database clock for what counts as due (tests).
     """
     batch_size = batch_size or settings.JOBWEAVER_DISPATCH_BATCH_SIZE
     publish = publish or celery_publisher
     job_ids = list(job_ids) if job_ids is not None else None
-    return drain_in_batches(
-        lambda: _dispatch_batch(limit=batch_size, job_ids=job_ids, due_by=now, publish=publish),
-        batch_size,
-    )
+    sent: list[uuid.UUID] = []
+    while True:
+        deliveries, credits_left = _claim(limit=batch_size, job_ids=job_ids, due_by=now)
+        if deliveries:
+            _publish(deliveries, publish)
+            sent.extend(uuid.UUID(d.job_id) for d in deliveries)
+        if len(deliveries) < batch_size or credits_left <= 0:
+            return sent
 
 
 @transaction.atomic
-def _dispatch_batch(
-    *, limit: int, job_ids: list[uuid.UUID] | None, due_by: datetime | None, publish: Publisher
-) -> list[uuid.UUID]:
-    claimed = lifecycle.executions_dispatch(limit=limit, job_ids=job_ids, due_by=due_by)
-    if claimed:
-        publish([(str(job_id), str(event_id)) for job_id, event_id in claimed])
-    return [job_id for job_id, _ in claimed]
+def _claim(
+    *, limit: int, job_ids: list[uuid.UUID] | None, due_by: datetime | None
+) -> tuple[list[Delivery], int]:
+    """One batch: count the credits and spend them under the dispatch lock; returns the
+    deliveries and the credits still free after them."""
+    flow.lock_dispatch()
+    credits = flow.credits()
+    free = sum(max(credit.free, 0) for credit in credits)
+    if free <= 0:
+        if not credits:
+            _log_no_executor()
+        return [], 0
+    claimed = lifecycle.executions_dispatch(limit=min(limit, free), job_ids=job_ids, due_by=due_by)
+    targets = flow.assign(len(claimed), credits)
+    lifecycle.executions_assign(
+        [
+            (event_id, worker_id)
+            for (_, event_id), (worker_id, _) in zip(claimed, targets, strict=True)
+        ]
+    )
+    deliveries = [
+        Delivery(str(job_id), str(event_id), partition)
+        for (job_id, event_id), (_, partition) in zip(claimed, targets, strict=True)
+    ]
+    return deliveries, free - len(deliveries)
+
+
+def _publish(deliveries: list[Delivery], publish: Publisher) -> None:
+    try:
+        publish(deliveries)
+    except Exception:
+        # Whatever the error, these deliveries are not known to be on Kafka: hand them back
+        # at once rather than wait for their dispatch lease. Then let the caller see it.
+        with transaction.atomic():
+            lifecycle.executions_unsend([uuid.UUID(d.event_id) for d in deliveries])
+        raise
+
+
+_last_no_executor_log = 0.0
+
+
+def _log_no_executor() -> None:
+    global _last_no_executor_log
+    now = time.monotonic()
+    if now - _last_no_executor_log >= NO_EXECUTOR_LOG_INTERVAL_SECONDS:
+        _last_no_executor_log = now
+        logger.warning("no live executor: nothing is dispatched until one registers")
 
 
 def dispatch_job_now(job_id: uuid.UUID) -> None:
-    """Fast path after a submit or retry commits: dispatch this job at once if it is due.
+    """Fast path after a submit or retry commits: dispatch this job at once if it is due and a
+    credit is free.
 
-    Best effort: on any broker error the job stays PENDING and the next beat tick sends it.
+    Best effort: on any broker error the job stays PENDING and the next dispatch sends it.
     """
     try:
         dispatch_due_jobs(job_ids=[job_id])

@@ -27,12 +27,14 @@ from enum import StrEnum
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import F
 
 from apps.core.db import DatabaseNow, assert_in_transaction, seconds
 from apps.core.errors import InvalidStateTransition, JobNotFound
 from apps.core.kafka import JOB_COMPLETED, JOB_DEAD_LETTER, JOB_FAILED
 from apps.core.timeutil import iso
 from apps.outbox.services import outbox_enqueue
+from apps.scheduler.flow import notify_dispatch
 from apps.scheduler.models import ExecutionStatus, JobExecution
 from apps.scheduler.retry import RetryDecision, policy_from_settings
 
@@ -67,21 +69,29 @@ WORKER, RESCUER, OPERATOR = Actor.WORKER, Actor.RESCUER, Actor.OPERATOR
 # name -> (from-states, to-state, who, fenced). Submission creates the execution PENDING.
 TRANSITIONS: dict[str, Transition] = {
     "dispatch": _t({S.PENDING}, S.DISPATCHED, Actor.DISPATCHER, fenced=False),
+    # The executor holding the delivery renews its dispatch lease while it waits for a slot.
+    "hold": _t({S.DISPATCHED}, S.DISPATCHED, WORKER, fenced=True),
+    # The dispatch lease expired before any worker started the delivery (its executor stopped,
+    # or the message was lost), or the publish failed: sent again later with a fresh token, no
+    # attempt recorded, no retry used.
+    "redeliver": _t({S.DISPATCHED}, S.PENDING, RESCUER, Actor.DISPATCHER, fenced=True),
     "start": _t({S.DISPATCHED}, S.RUNNING, WORKER, fenced=True),
     "heartbeat": _t({S.RUNNING}, S.RUNNING, WORKER, fenced=True),  # extends the lease only
     "complete": _t({S.RUNNING}, S.COMPLETED, WORKER, fenced=True),
     # A failed attempt (or a lost one, found by the rescuer): retry with backoff or dead-letter.
-    # DISPATCHED: only the rescuer, for a delivery whose dispatch lease expired.
-    "retry": _t({S.RUNNING, S.DISPATCHED}, S.PENDING, WORKER, RESCUER, fenced=True),
-    "dead_letter": _t({S.RUNNING, S.DISPATCHED}, S.FAILED, WORKER, RESCUER, fenced=True),
+    "retry": _t({S.RUNNING}, S.PENDING, WORKER, RESCUER, fenced=True),
+    "dead_letter": _t({S.RUNNING}, S.FAILED, WORKER, RESCUER, fenced=True),
     # The attempt stopped after a cancel request (cooperatively, by failing, or lost).
-    "end_cancelled": _t({S.RUNNING, S.DISPATCHED}, S.CANCELLED, WORKER, RESCUER, fenced=True),
+    "end_cancelled": _t({S.RUNNING}, S.CANCELLED, WORKER, RESCUER, fenced=True),
     # The worker shuts down: the job is due again at once, no retry used.
     "release": _t({S.RUNNING}, S.PENDING, WORKER, fenced=True),
     "cancel": _t({S.PENDING, S.DISPATCHED}, S.CANCELLED, OPERATOR, fenced=False),
     "request_cancel": _t({S.RUNNING}, S.RUNNING, OPERATOR, fenced=False),  # the worker stops itself
     "operator_retry": _t({S.FAILED, S.CANCELLED}, S.PENDING, OPERATOR, fenced=False),
 }
+
+# Executions holding a credit of flow control (ARCHITECTURE §4a).
+IN_FLIGHT = frozenset({S.DISPATCHED, S.RUNNING})
 
 
 def _lock(job_id: uuid.UUID, *, event_id: uuid.UUID | None = None) -> JobExecution | None:
@@ -126,6 +136,7 @@ def _apply(
             f"{' or '.join(sorted(transition.sources))}",
             job_id=execution.job_id,
         )
+    frees_a_credit = execution.status in IN_FLIGHT and transition.target not in IN_FLIGHT
     changes = {"status": transition.target, **changes}
     for field, value in changes.items():
         setattr(execution, field, value)
@@ -135,6 +146,8 @@ def _apply(
         outbox_enqueue(
             topic=topic, key=str(execution.job_id), trace_id=execution.job.trace_id, payload=payload
         )
+    if frees_a_credit:
+        notify_dispatch()
     return execution
 
 
@@ -208,9 +221,11 @@ def executions_dispatch(
 # --- transitions driven by the worker that holds the fencing token ----------------------------
 
 
-def execution_start(*, job_id: uuid.UUID, event_id: uuid.UUID) -> JobExecution | None:
-    """DISPATCHED → RUNNING for the holder of `event_id`, starting the attempt's lease; None
-    when the token is stale (nothing changes)."""
+def execution_start(
+    *, job_id: uuid.UUID, event_id: uuid.UUID, worker_id: str
+) -> JobExecution | None:
+    """DISPATCHED → RUNNING for the holder of `event_id` on executor `worker_id`, starting the
+    attempt's lease; None when the token is stale (nothing changes)."""
     execution = _lock(job_id, event_id=event_id)
     if execution is None or not allows(execution, "start"):
         return None
@@ -221,6 +236,7 @@ def execution_start(*, job_id: uuid.UUID, event_id: uuid.UUID) -> JobExecution |
         actor=Actor.WORKER,
         changes={
             "started_at": now,
+            "worker_id": worker_id,
             "attempt_count": execution.attempt_count + 1,
             "lease_expires_at": now + seconds(settings.JOBWEAVER_LEASE_SECONDS),
         },
@@ -401,7 +417,7 @@ def execution_release(*, job_id: uuid.UUID, event_id: uuid.UUID) -> bool:
 
 
 def execution_lose(execution: JobExecution, *, error: str) -> RetryDecision:
-    """The live attempt of a locked execution was lost (its lease expired): the failure
+    """The RUNNING attempt of a locked execution was lost (its lease expired): the failure
     decision, as for a failed attempt. The caller locked the row (`executions_lock_expired`)."""
     return _fail(execution, actor=Actor.RESCUER, error=error, retryable=True)
 
@@ -427,10 +443,71 @@ def executions_lock_expired(
     return list(expired.order_by("lease_expires_at")[:limit])
 
 
-def execution_count_attempt(execution: JobExecution) -> None:
-    """A delivery nobody started still counts as an attempt (its attempt row is LOST)."""
-    execution.attempt_count += 1
-    execution.save(update_fields=["attempt_count", "updated_at"])
+def execution_redeliver(execution: JobExecution) -> JobExecution:
+    """DISPATCHED → PENDING for a locked execution whose dispatch lease expired: due at once,
+    token cleared (a late message is fenced off), no attempt, no retry used; counted."""
+    return _apply(
+        execution,
+        "redeliver",
+        actor=Actor.RESCUER,
+        changes={
+            "next_run_at": execution.db_now,
+            "current_event_id": None,
+            "lease_expires_at": None,
+            "worker_id": "",
+            "redelivery_count": execution.redelivery_count + 1,
+        },
+    )
+
+
+def executions_assign(deliveries: list[tuple[uuid.UUID, str]]) -> None:
+    """Record which executor each just-dispatched (event id, worker id) was sent to: flow
+    control counts its credits by this. Same transaction as `executions_dispatch`."""
+    assert_in_transaction("executions_assign")
+    if not deliveries:
+        return
+    table = JobExecution._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            UPDATE {table} AS e SET worker_id = d.worker_id
+            FROM unnest(%s::uuid[], %s::text[]) AS d(event_id, worker_id)
+            WHERE e.current_event_id = d.event_id AND e.status = %s
+            """,
+            [[e for e, _ in deliveries], [w for _, w in deliveries], S.DISPATCHED],
+        )
+
+
+def executions_unsend(event_ids: list[uuid.UUID]) -> int:
+    """The publish of these deliveries failed after their claim committed: DISPATCHED →
+    PENDING at once (transition "redeliver"), fenced by their tokens, so a message that did
+    reach Kafka after all is ignored. Returns how many moved."""
+    assert_in_transaction("executions_unsend")
+    (source,) = TRANSITIONS["redeliver"].sources
+    moved = JobExecution.objects.filter(status=source, current_event_id__in=event_ids).update(
+        status=TRANSITIONS["redeliver"].target,
+        next_run_at=DatabaseNow(),
+        current_event_id=None,
+        lease_expires_at=None,
+        worker_id="",
+        redelivery_count=F("redelivery_count") + 1,
+        version=F("version") + 1,
+        updated_at=DatabaseNow(),
+    )
+    if moved:
+        notify_dispatch()
+    return moved
+
+
+def executions_hold(event_ids: list[uuid.UUID]) -> int:
+    """Transition "hold": renew the dispatch lease of deliveries an executor has received and
+    will start when a slot frees, so waiting behind long jobs is never taken for a loss."""
+    if not event_ids:
+        return 0
+    (source,) = TRANSITIONS["hold"].sources
+    return JobExecution.objects.filter(status=source, current_event_id__in=event_ids).update(
+        lease_expires_at=DatabaseNow() + seconds(settings.JOBWEAVER_DISPATCH_TIMEOUT_SECONDS)
+    )
 
 
 # --- operator actions ---------------------------------------------------------------------------

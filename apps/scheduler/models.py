@@ -39,6 +39,12 @@ class JobExecution(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     version = models.PositiveIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
+    # The executor process (ExecutorRegistration.worker_id) the live delivery was sent to, then
+    # the one that runs it: flow control counts each executor's work in flight by this.
+    worker_id = models.CharField(max_length=200, blank=True, default="")
+    # Deliveries whose dispatch lease expired before any worker started them: sent again with a
+    # fresh token, no attempt recorded, no retry used (ARCHITECTURE §4).
+    redelivery_count = models.PositiveIntegerField(default=0)
 
     class Meta:
         indexes = [
@@ -61,3 +67,26 @@ class JobExecution(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
+
+
+class ExecutorRegistration(models.Model):
+    """A live executor process and its capacity (ARCHITECTURE §4a).
+
+    Written by the executor itself: inserted when it is ready, renewed with every heartbeat
+    (database clock), deleted when it shuts down. An executor whose heartbeat is older than
+    JOBWEAVER_WORKER_TTL_SECONDS is not live: the dispatcher gives it no credits.
+    """
+
+    worker_id = models.CharField(max_length=200, primary_key=True)  # "<host>:<pid>"
+    queues = models.JSONField(default=list)
+    slots = models.PositiveIntegerField()
+    # run-job partitions this executor's consumer owns now: where its deliveries are produced.
+    partitions = models.JSONField(default=list)
+    started_at = models.DateTimeField()
+    heartbeat_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["worker_id"]
+
+    def __str__(self) -> str:
+        return f"{self.worker_id} ({self.slots} slots)"

@@ -1,15 +1,15 @@
 """Lease rescue (beat, every JOBWEAVER_RESCUE_INTERVAL_SECONDS): executions whose lease expired
-move on through the same transitions as a failure (ARCHITECTURE §4).
+move on through the lifecycle's transitions (ARCHITECTURE §4).
 
 A RUNNING execution whose lease expired lost its worker: its attempt is recorded LOST and the
 retry policy decides (PENDING with backoff, or FAILED with a dead-letter event); a job whose
 cancellation was requested ends CANCELLED. The fencing token is cleared, so whatever the lost
 worker reports later matches no row and is logged as rejected.
 
-A DISPATCHED execution whose dispatch lease expired was never started. It still gets an attempt
-row, numbered after the last one and keyed by the delivery's event id, with outcome LOST and an
-empty worker id; if the message turns up after all, the executor finds its attempt and ignores
-it.
+A DISPATCHED execution whose dispatch lease expired was never started (its executor stopped or
+the message was lost): it is a redelivery, not an attempt — PENDING again at once, no attempt
+row, no retry used, counted in `redelivery_count`. A late message carries a cleared token and is
+ignored by the executor.
 
 Rows are claimed with FOR UPDATE SKIP LOCKED in batches, each batch its own transaction: a row
 locked right now (a worker recording its outcome) is skipped until the next tick; a worker that
@@ -29,6 +29,7 @@ from django.db import transaction
 from apps.core.db import drain_in_batches
 from apps.core.timeutil import iso
 from apps.executor import ledger
+from apps.executor.models import AttemptOutcome
 from apps.scheduler import lifecycle
 from apps.scheduler.models import ExecutionStatus, JobExecution
 
@@ -65,31 +66,30 @@ def _rescue_batch(
 
 
 def _rescue_one(execution: JobExecution) -> None:
-    """Record the live attempt LOST and the failure decision (row locked by the batch)."""
-    job, now = execution.job, execution.db_now
+    """Redeliver an unstarted delivery, or record a lost attempt and its failure decision
+    (row locked by the batch)."""
     lease = iso(execution.lease_expires_at)
-    if execution.status == ExecutionStatus.RUNNING:
-        error = f"worker lost: lease expired at {lease} without a heartbeat"
-    else:
-        error = f"delivery lost: no worker started it before its dispatch lease expired at {lease}"
-        lifecycle.execution_count_attempt(execution)  # the attempt row takes the next number
-    attempt = ledger.attempt_record_lost(
-        job_id=execution.job_id,
-        event_id=execution.current_event_id,
-        attempt=execution.attempt_count,
-        trace_id=job.trace_id,
-        started_at=execution.dispatched_at or now,
-        total_steps=len(job.steps),
-        error=error,
-        now=now,
-    )
+    event_id = execution.current_event_id
+    if execution.status == ExecutionStatus.DISPATCHED:
+        lifecycle.execution_redeliver(execution)
+        logger.info(
+            "job %s redelivered: no worker started delivery %s before its dispatch lease "
+            "expired at %s (no attempt used)",
+            execution.job_id,
+            event_id,
+            lease,
+        )
+        return
+    error = f"worker lost: lease expired at {lease} without a heartbeat"
+    ledger.attempt_close(event_id=event_id, outcome=AttemptOutcome.LOST, error=error)
+    attempt, worker_id = execution.attempt_count, execution.worker_id
     decision = lifecycle.execution_lose(execution, error=error)
     logger.warning(
         "job %s attempt %d LOST (worker %s, event %s): %s; %s",
         execution.job_id,
-        attempt.attempt,
-        attempt.worker_id or "none",
-        attempt.event_id,
+        attempt,
+        worker_id or "none",
+        event_id,
         error,
         decision.reason,
     )

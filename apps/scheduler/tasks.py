@@ -1,7 +1,11 @@
 """Beat-driven tasks of the scheduler worker. Thin: they call services."""
 
-from celery import shared_task
+import os
 
+from celery import shared_task
+from celery.signals import worker_ready
+
+from apps.scheduler import wakeup
 from apps.scheduler.dispatch import dispatch_due_jobs
 from apps.scheduler.rescue import rescue_expired_leases
 
@@ -16,3 +20,10 @@ def dispatch_due_jobs_task() -> int:
 def rescue_expired_leases_task() -> int:
     """Every JOBWEAVER_RESCUE_INTERVAL_SECONDS: move on executions whose worker was lost."""
     return len(rescue_expired_leases())
+
+
+@worker_ready.connect
+def listen_for_free_credits(sender, **kwargs) -> None:
+    """The scheduler worker dispatches as soon as a credit frees up (apps/scheduler/wakeup.py)."""
+    if os.environ.get("JOBWEAVER_WORKER_ROLE") == "scheduler":
+        wakeup.start()

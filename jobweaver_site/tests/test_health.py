@@ -14,7 +14,13 @@ def test_healthz_needs_no_auth(client):
 def test_readyz_reports_postgresql_and_kafka(client):
     response = client.get("/readyz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "postgresql": True, "kafka": True}
+    assert response.json() == {
+        "status": "ok",
+        "postgresql": True,
+        "kafka": True,
+        "liveExecutors": 0,  # no worker runs in this test
+        "warnings": ["no live executor: jobs wait in PostgreSQL"],
+    }
 
 
 @pytest.mark.django_db

@@ -14,7 +14,7 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from apps.scheduler.dispatch import celery_publisher, dispatch_due_jobs
+from apps.scheduler.dispatch import Delivery, celery_publisher, dispatch_due_jobs
 from apps.scheduler.models import JobExecution
 from apps.scheduler.rescue import rescue_expired_leases
 from tests.integration.helpers import (
@@ -35,9 +35,9 @@ def future_job(steps: list[dict]) -> str:
     return submit(token_client(), steps, runAt=run_at)
 
 
-def dispatch(job_id: str, publish) -> tuple[str, str]:
-    """Dispatch the job now through `publish`; returns the (job id, event id) message."""
-    sent: list[tuple[str, str]] = []
+def dispatch(job_id: str, publish) -> Delivery:
+    """Dispatch the job now through `publish`; returns its (job id, event id, partition)."""
+    sent: list[Delivery] = []
 
     def recording(messages):
         sent.extend(messages)
@@ -72,7 +72,7 @@ def test_a_message_delivered_twice_runs_once(stack, live_db):
         [{"action": "LOG", "message": "once"}, {"action": "SLEEP", "durationMs": 500}]
     )
 
-    _, event_id = dispatch(job_id, lambda messages: celery_publisher(messages + messages))
+    _, event_id, _ = dispatch(job_id, lambda messages: celery_publisher(messages + messages))
 
     wait_for_status(job_id, "COMPLETED", timeout=30)
     wait_until_ignored(stack, job_id, event_id)
@@ -102,7 +102,7 @@ def test_a_redelivery_after_the_attempt_finished_does_not_run_again(stack, live_
     assert_invariants([job_id])
 
 
-def test_a_lost_message_is_rescued_and_turns_up_late_without_effect(stack, live_db):
+def test_a_lost_message_is_redelivered_and_turns_up_late_without_effect(stack, live_db):
     job_id = future_job([{"action": "LOG", "message": "after a lost message"}])
     lost = dispatch(job_id, lambda messages: None)  # Kafka never sees it
     assert status_of(job_id) == "DISPATCHED"
@@ -115,14 +115,17 @@ def test_a_lost_message_is_rescued_and_turns_up_late_without_effect(stack, live_
         uuid.UUID(job_id)
     ]
 
-    wait_for_status(job_id, "COMPLETED", timeout=30)  # retried by beat after the backoff
-    lost_attempt, retried = attempts_of(job_id)
-    assert (lost_attempt.attempt, lost_attempt.outcome, lost_attempt.worker_id) == (1, "LOST", "")
-    assert (retried.attempt, retried.outcome) == (2, "SUCCESS")
+    # A redelivery, not an attempt (ARCHITECTURE §4): due at once, no retry used.
+    wait_for_status(job_id, "COMPLETED", timeout=30)
+    [attempt] = attempts_of(job_id)
+    assert (attempt.attempt, attempt.outcome) == (1, "SUCCESS")
+    assert str(attempt.event_id) != lost.event_id
+    execution = JobExecution.objects.get(job_id=job_id)
+    assert (execution.retry_count, execution.redelivery_count) == (0, 1)
 
     celery_publisher([lost])  # the lost message turns up after all
 
-    wait_until_ignored(stack, job_id, lost[1])
-    assert [a.outcome for a in attempts_of(job_id)] == ["LOST", "SUCCESS"]
+    wait_until_ignored(stack, job_id, lost.event_id)
+    assert [a.outcome for a in attempts_of(job_id)] == ["SUCCESS"]
     assert status_of(job_id) == "COMPLETED"
     assert_invariants([job_id])

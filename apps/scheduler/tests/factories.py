@@ -7,14 +7,17 @@ import uuid
 
 from django.utils import timezone
 
+from apps.core.kafka import RUN_JOB, topic_name
 from apps.executor.services import ClaimedAttempt, attempt_finish, attempt_start
 from apps.jobs.models import Job
 from apps.jobs.services import job_submit
 from apps.jobs.validation import parse_job_request
+from apps.scheduler import flow
 from apps.scheduler.dispatch import dispatch_due_jobs
 from apps.scheduler.models import JobExecution
 
-WORKER = "testhost:4242:MainThread"
+EXECUTOR = "testhost:4242"
+WORKER = f"{EXECUTOR}:MainThread"
 
 
 def submitted_job(steps: list[dict] | None = None, **fields) -> Job:
@@ -26,9 +29,22 @@ def submitted_job(steps: list[dict] | None = None, **fields) -> Job:
     return job_submit(spec=parse_job_request(body)).job
 
 
+def live_executor(worker_id: str = EXECUTOR, *, slots: int = 1000, partitions=(0,)) -> str:
+    """Register (or renew) an executor, so flow control has credits to dispatch with."""
+    flow.executor_heartbeat(
+        worker_id=worker_id,
+        queues=[topic_name(RUN_JOB)],
+        slots=slots,
+        partitions=list(partitions),
+        joined=False,
+    )
+    return worker_id
+
+
 def dispatched(job_id: uuid.UUID) -> uuid.UUID:
-    """Dispatch the job (it must be due); returns the event id of its delivery."""
-    sent: list[tuple[str, str]] = []
+    """Dispatch the job (it must be due) to a live executor; returns the delivery's event id."""
+    live_executor()
+    sent: list = []
     assert dispatch_due_jobs(job_ids=[job_id], publish=sent.extend) == [job_id]
     return uuid.UUID(sent[0][1])
 

@@ -29,7 +29,6 @@ from apps.scheduler.tests.factories import (
     WORKER,
     dispatched,
     execution_of,
-    make_due,
     started,
     submitted_job,
 )
@@ -94,8 +93,9 @@ def test_a_running_attempt_whose_lease_expired_is_lost_and_retried(caplog):
     assert check_invariants(job_ids=[job.id]) == []
 
 
-def test_a_delivery_nobody_started_gets_a_lost_attempt_and_its_late_message_is_ignored():
-    job = submitted_job(maxRetryCount=1)
+def test_an_unstarted_delivery_is_redelivered_without_an_attempt_and_its_late_message_ignored():
+    # ARCHITECTURE §4: an expired *dispatch* lease is a redelivery, not an attempt.
+    job = submitted_job(maxRetryCount=0)  # a lost attempt would dead-letter it at once
     event_id = dispatched(job.id)
 
     assert rescue_expired_leases(now=after_lease()) == []  # within the dispatch lease
@@ -103,23 +103,22 @@ def test_a_delivery_nobody_started_gets_a_lost_attempt_and_its_late_message_is_i
     assert rescue_expired_leases(now=late) == [job.id]
 
     execution = execution_of(job.id)
-    assert (execution.status, execution.retry_count, execution.attempt_count) == ("PENDING", 1, 1)
-    assert execution.last_error.startswith("delivery lost: no worker started it")
-    assert outcomes(job.id) == [(1, "LOST", "")]
-    lost = ExecutionAttempt.objects.get(job_id=job.id)
-    assert lost.event_id == event_id
-    assert lost.started_at == execution.dispatched_at
-    assert lost.total_steps == 1
+    assert (execution.status, execution.retry_count, execution.attempt_count) == ("PENDING", 0, 0)
+    assert execution.redelivery_count == 1
+    assert execution.current_event_id is None
+    assert execution.last_error == ""
+    assert outcomes(job.id) == []
+    assert events(job.id, "job-failed") == []
 
-    # The message turns up after all: it already has its attempt, nothing runs.
+    # The message turns up after all: its token is no longer current, nothing runs.
     assert attempt_start(job_id=job.id, event_id=event_id, worker_id=WORKER) is None
     assert execution_of(job.id).status == "PENDING"
 
-    make_due(job.id)
-    claimed = started(job.id)
-    assert claimed.attempt == 2
+    claimed = started(job.id)  # due at once: dispatched again with a fresh token
+    assert claimed.event_id != event_id
+    assert claimed.attempt == 1
     assert attempt_finish(claimed=claimed, outcome="SUCCESS", steps_completed=1, log_lines=[])
-    assert outcomes(job.id) == [(1, "LOST", ""), (2, "SUCCESS", WORKER)]
+    assert outcomes(job.id) == [(1, "SUCCESS", WORKER)]
     assert check_invariants(job_ids=[job.id]) == []
 
 

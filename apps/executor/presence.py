@@ -1,0 +1,96 @@
+"""An executor process's presence for flow control (ARCHITECTURE §4a).
+
+One daemon thread per executor process registers it (worker id, queue, slots, the run-job
+partitions its consumer owns) and renews that every JOBWEAVER_WORKER_HEARTBEAT_SECONDS on the
+database clock. With each beat it also renews the dispatch lease of the deliveries it has
+received but not started yet (Celery's reserved requests): waiting for a free slot behind long
+jobs is not a lost delivery. A process that stops beating — killed, frozen (SIGSTOP), cut off —
+loses its credits after JOBWEAVER_WORKER_TTL_SECONDS, and its deliveries are redelivered or
+rescued when their leases expire. A clean shutdown deregisters at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from celery.worker import state as worker_state
+from django.conf import settings
+from django.db import connection
+
+from apps.core.db import DATABASE_UNAVAILABLE
+from apps.executor.runner import process_identity
+from apps.scheduler import flow, lifecycle
+
+logger = logging.getLogger(__name__)
+
+RUN_JOB_TASK = "apps.executor.tasks.run_job"
+
+
+def _waiting_event_ids() -> list[str]:
+    """Event ids of run_job requests this process holds (reserved; the running ones are not
+    DISPATCHED any more and are ignored by the lease renewal)."""
+    for _ in range(3):  # the WeakSet may change while we copy it; try again
+        try:
+            requests = list(worker_state.reserved_requests)
+            break
+        except RuntimeError:
+            continue
+    else:
+        return []
+    return [r.args[1] for r in requests if r.name == RUN_JOB_TASK and len(r.args) == 2]
+
+
+class Presence(threading.Thread):
+    def __init__(self, *, channel, queue: str, slots: int):
+        super().__init__(name="jobweaver-presence", daemon=True)
+        self.channel, self.queue, self.slots = channel, queue, slots
+        self.worker_id = process_identity()
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        beaten: list[int] | None = None
+        while True:
+            partitions = self.channel.assigned_partitions(self.queue)
+            try:
+                flow.executor_heartbeat(
+                    worker_id=self.worker_id,
+                    queues=[self.queue],
+                    slots=self.slots,
+                    partitions=partitions,
+                    joined=partitions != beaten,
+                )
+                beaten = partitions
+                lifecycle.executions_hold(_waiting_event_ids())
+            except DATABASE_UNAVAILABLE as exc:
+                logger.warning("executor heartbeat failed: %s", exc)
+                connection.close()
+            if self.stopping.wait(settings.JOBWEAVER_WORKER_HEARTBEAT_SECONDS):
+                break
+        try:
+            flow.executor_deregister(worker_id=self.worker_id)
+            logger.info("executor %s deregistered", self.worker_id)
+        except DATABASE_UNAVAILABLE as exc:
+            logger.warning("executor %s not deregistered: %s", self.worker_id, exc)
+        finally:
+            connection.close()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(timeout=5)
+
+
+_presence: Presence | None = None
+
+
+def start(*, channel, queue: str, slots: int) -> None:
+    global _presence
+    if _presence is None:
+        _presence = Presence(channel=channel, queue=queue, slots=slots)
+        _presence.start()
+        logger.info("executor %s registered with %d slots", _presence.worker_id, slots)
+
+
+def stop() -> None:
+    if _presence is not None:
+        _presence.stop()

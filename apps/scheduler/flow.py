@@ -1,0 +1,147 @@
+"""Flow control (ARCHITECTURE §4a): which executors are live, and how much each may be sent.
+
+PostgreSQL is the queue; Kafka carries only what the live executors can start soon. Executors
+register here (worker id, queues, slots, the run-job partitions they own) and renew that with a
+heartbeat on the database clock; one silent for JOBWEAVER_WORKER_TTL_SECONDS is not live. An
+executor's credits are its slots x JOBWEAVER_DISPATCH_PREFETCH minus the executions dispatched
+to it or running on it; the dispatcher claims at most the sum, highest priority first, and
+sends each delivery to a partition of the executor it was counted against, so an idle executor
+takes work while a busy one holds no more than it can start.
+
+Whenever a credit frees up — an execution leaves DISPATCHED or RUNNING, or an executor joins —
+the transaction that freed it sends `NOTIFY jobweaver_dispatch`; the scheduler worker listens
+and dispatches right after the commit (apps/scheduler/wakeup.py). The beat tick is the safety
+net.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import connection
+
+from apps.core.db import assert_in_transaction
+from apps.core.kafka import RUN_JOB, topic_name
+from apps.scheduler.models import ExecutionStatus, ExecutorRegistration, JobExecution
+
+DISPATCH_CHANNEL = "jobweaver_dispatch"
+# One dispatcher at a time, cluster-wide: credits are counted and spent under this lock.
+DISPATCH_LOCK_KEY = 0x4A_57_44_53  # "JWDS"
+
+
+@dataclass
+class Credit:
+    worker_id: str
+    free: int
+    partitions: list[int]
+
+
+def notify_dispatch() -> None:
+    """Wake the dispatcher when this transaction commits (NOTIFY is transactional: a rolled
+    back transaction sends nothing, and one commit sends it once)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_notify(%s, '')", [DISPATCH_CHANNEL])
+
+
+def executor_heartbeat(
+    *, worker_id: str, queues: list[str], slots: int, partitions: list[int], joined: bool
+) -> None:
+    """Register or renew a live executor (database clock). `joined` (first beat, or its
+    partitions changed) wakes the dispatcher: there is new capacity to fill."""
+    table = ExecutorRegistration._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO {table} (worker_id, queues, slots, partitions, started_at, heartbeat_at)
+            VALUES (%s, %s, %s, %s, clock_timestamp(), clock_timestamp())
+            ON CONFLICT (worker_id) DO UPDATE SET
+                queues = EXCLUDED.queues, slots = EXCLUDED.slots,
+                partitions = EXCLUDED.partitions, heartbeat_at = EXCLUDED.heartbeat_at
+            """,
+            [worker_id, json.dumps(queues), slots, json.dumps(sorted(partitions))],
+        )
+        if joined:
+            cursor.execute("SELECT pg_notify(%s, '')", [DISPATCH_CHANNEL])
+
+
+def executor_deregister(*, worker_id: str) -> None:
+    """The executor stops: it gets no more credits at once (its deliveries still in flight are
+    redelivered or rescued when their leases expire)."""
+    ExecutorRegistration.objects.filter(worker_id=worker_id).delete()
+
+
+def _live_filter_sql() -> str:
+    return "heartbeat_at > clock_timestamp() - make_interval(secs => %s)"
+
+
+def live_executors() -> list[ExecutorRegistration]:
+    """Executors whose heartbeat is fresh, on the database clock."""
+    return list(
+        ExecutorRegistration.objects.raw(
+            f"SELECT * FROM {ExecutorRegistration._meta.db_table} WHERE {_live_filter_sql()} "
+            "ORDER BY worker_id",
+            [settings.JOBWEAVER_WORKER_TTL_SECONDS],
+        )
+    )
+
+
+def credits() -> list[Credit]:
+    """Free credits of every live executor of run-job that owns partitions; must run inside
+    the dispatch transaction (after `lock_dispatch`), so no other dispatcher spends them."""
+    assert_in_transaction("credits")
+    registrations = ExecutorRegistration._meta.db_table
+    executions = JobExecution._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT r.worker_id, r.slots * %s - COALESCE(f.in_flight, 0), r.partitions
+            FROM {registrations} r
+            LEFT JOIN (
+                SELECT worker_id, count(*) AS in_flight FROM {executions}
+                WHERE status IN (%s, %s) GROUP BY worker_id
+            ) f USING (worker_id)
+            WHERE r.{_live_filter_sql()} AND r.queues ? %s
+              AND jsonb_array_length(r.partitions) > 0
+            ORDER BY r.worker_id
+            """,
+            [
+                settings.JOBWEAVER_DISPATCH_PREFETCH,
+                ExecutionStatus.DISPATCHED,
+                ExecutionStatus.RUNNING,
+                settings.JOBWEAVER_WORKER_TTL_SECONDS,
+                topic_name(RUN_JOB),
+            ],
+        )
+        rows = cursor.fetchall()
+    return [
+        Credit(worker_id, free, json.loads(parts) if isinstance(parts, str) else parts)
+        for worker_id, free, parts in rows
+    ]
+
+
+def lock_dispatch() -> None:
+    """Serialize dispatchers (beat tick, submit fast path, wake-ups) for one transaction."""
+    assert_in_transaction("lock_dispatch")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [DISPATCH_LOCK_KEY])
+
+
+def assign(count: int, credits: list[Credit]) -> list[tuple[str, int]]:
+    """Pure: (worker id, partition) for each of `count` deliveries, in order, always taking
+    the executor with the most free credits (ties by worker id), rotating over its partitions.
+    Spreading by free credits makes executors of different sizes fill in proportion."""
+    free = {credit.worker_id: credit.free for credit in credits}
+    partitions = {credit.worker_id: list(credit.partitions) for credit in credits}
+    turn = dict.fromkeys(free, 0)
+    chosen: list[tuple[str, int]] = []
+    for _ in range(count if free else 0):
+        worker_id = max(sorted(free), key=free.__getitem__)
+        if free[worker_id] <= 0:
+            break
+        own = partitions[worker_id]
+        chosen.append((worker_id, own[turn[worker_id] % len(own)]))
+        turn[worker_id] += 1
+        free[worker_id] -= 1
+    return chosen

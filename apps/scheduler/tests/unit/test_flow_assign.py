@@ -1,0 +1,32 @@
+"""Flow control's pure assignment of deliveries to executors (apps/scheduler/flow.py)."""
+
+from collections import Counter
+
+from apps.scheduler.flow import Credit, assign
+
+
+def test_deliveries_fill_executors_in_proportion_to_their_free_credits():
+    credits = [Credit("small", 2, [0, 1]), Credit("large", 8, [2, 3, 4])]
+
+    chosen = assign(10, credits)
+
+    assert Counter(worker for worker, _ in chosen) == {"large": 8, "small": 2}
+    large = [partition for worker, partition in chosen if worker == "large"]
+    assert set(large) == {2, 3, 4}  # rotates over the executor's own partitions
+    assert {p for w, p in chosen if w == "small"} <= {0, 1}
+
+
+def test_no_more_than_the_free_credits_are_assigned():
+    credits = [Credit("a", 1, [0]), Credit("b", 0, [1]), Credit("c", -3, [2])]
+
+    assert assign(5, credits) == [("a", 0)]
+
+
+def test_the_most_free_executor_goes_first_so_an_idle_one_takes_new_work():
+    busy, idle = Credit("busy", 1, [0]), Credit("idle", 8, [1])
+
+    assert assign(1, [busy, idle]) == [("idle", 1)]
+
+
+def test_nothing_to_assign_without_executors():
+    assert assign(3, []) == []

@@ -1,0 +1,64 @@
+"""The transition table of apps/scheduler/lifecycle.py, held against ARCHITECTURE §4."""
+
+from apps.scheduler.lifecycle import IN_FLIGHT, TRANSITIONS, Actor
+from apps.scheduler.models import TERMINAL_STATUSES, ExecutionStatus
+
+P, D, R = ExecutionStatus.PENDING, ExecutionStatus.DISPATCHED, ExecutionStatus.RUNNING
+C, F, X = ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.CANCELLED
+
+# Every status change ARCHITECTURE §4 allows, as (from, to) edges. Self-loops (heartbeat,
+# hold, request_cancel) change leases or flags, not the status.
+SECTION_4_EDGES = {
+    (P, D),  # dispatch
+    (D, R),  # a worker starts the delivery
+    (R, C),  # success
+    (R, P),  # failure with retries left; a released attempt (shutdown)
+    (R, F),  # retries exhausted or non-retryable: dead letter
+    (P, X),
+    (D, X),  # cancel at once
+    (R, X),  # cooperative cancel
+    (D, P),  # dispatch lease expired: a redelivery, not an attempt
+    (F, P),
+    (X, P),  # operator retry
+}
+
+
+def test_the_table_allows_exactly_the_edges_of_section_4():
+    edges = {
+        (source, transition.target)
+        for transition in TRANSITIONS.values()
+        for source in transition.sources
+        if source != transition.target
+    }
+    assert edges == SECTION_4_EDGES
+
+
+def test_nothing_leaves_a_terminal_state_but_an_operator_retry():
+    for name, transition in TRANSITIONS.items():
+        if transition.sources & set(TERMINAL_STATUSES) - {C}:
+            assert name == "operator_retry"
+            assert transition.actors == {Actor.OPERATOR}
+        assert C not in transition.sources, f"{name} leaves COMPLETED"
+
+
+def test_worker_driven_transitions_are_fenced_and_operator_ones_are_not():
+    for name, transition in TRANSITIONS.items():
+        if Actor.WORKER in transition.actors or Actor.RESCUER in transition.actors:
+            assert transition.fenced, f"{name} must check the fencing token"
+        if transition.actors == {Actor.OPERATOR}:
+            assert not transition.fenced, name
+
+
+def test_only_the_rescuer_or_a_failed_publish_redelivers_and_a_redelivery_is_no_attempt():
+    redeliver = TRANSITIONS["redeliver"]
+    assert (redeliver.sources, redeliver.target) == ({D}, P)
+    assert redeliver.actors == {Actor.RESCUER, Actor.DISPATCHER}
+    # A lost RUNNING lease goes through the failure transitions (an attempt, a retry used).
+    for name in ("retry", "dead_letter", "end_cancelled"):
+        assert TRANSITIONS[name].sources == {R}
+        assert Actor.RESCUER in TRANSITIONS[name].actors
+
+
+def test_in_flight_is_what_holds_a_credit():
+    assert {D, R} == IN_FLIGHT
+    assert TRANSITIONS["dispatch"].target in IN_FLIGHT
