@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: run test test-unit lint format bench-latency bench-transport clean-data
+.PHONY: run test test-unit lint format bench-latency bench-backlog bench-transport clean-data
 
 run: $(STAMP)
 	infra/run.sh
@@ -23,6 +23,7 @@ test-unit: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 format: $(STAMP)
 	$(VENV)/bin/ruff format .
@@ -30,6 +31,12 @@ format: $(STAMP)
 
 bench-latency: $(STAMP)
 	infra/with-stack.sh $(VENV)/bin/python bench/submit_latency.py
+
+# A due backlog draining (bench/backlog.py --help), e.g. make bench-backlog ARGS="--jobs 2000".
+# Its progress bar (rich) is a bench-only dependency: bench/requirements.txt, not the product's.
+bench-backlog: $(STAMP)
+	$(VENV)/bin/pip install --quiet -r bench/requirements.txt
+	infra/with-stack.sh $(VENV)/bin/python bench/backlog.py $(ARGS)
 
 # The venv is (re)built whenever requirements.txt changes.
 $(STAMP): requirements.txt

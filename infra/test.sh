@@ -6,4 +6,5 @@ cd "$(dirname "$0")/.."
 infra/stack.sh test-tools
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+.venv/bin/lint-imports
 exec infra/with-stack.sh .venv/bin/pytest "$@"

@@ -1,0 +1,79 @@
+"""No import cycle between any two modules of the project (ARCHITECTURE §2).
+
+import-linter's `acyclic_siblings` contract (pyproject.toml) checks cycles inside each package;
+this checks the whole graph at module level, across apps, including function-local imports, so
+no cycle can hide behind an import placed inside a function. Tests are left out: they may import
+anything they exercise.
+"""
+
+from __future__ import annotations
+
+import grimp
+
+PACKAGES = ("apps", "jobweaver_site", "kombu_kafka")
+
+
+def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm, iteratively: the components with more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    components: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    components.append(sorted(component))
+    return components
+
+
+def _is_test(module: str) -> bool:
+    return ".tests" in module or module.endswith(".conftest")
+
+
+def project_graph() -> dict[str, set[str]]:
+    graph = grimp.build_graph(*PACKAGES)
+    modules = {m for m in graph.modules if not _is_test(m)}
+    return {m: graph.find_modules_directly_imported_by(m) & modules for m in modules}
+
+
+def test_the_tarjan_helper_finds_a_cycle():
+    assert _strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [
+        ["a", "b", "c"]
+    ]
+
+
+def test_no_module_level_import_cycles():
+    cycles = _strongly_connected(project_graph())
+    assert cycles == [], "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
