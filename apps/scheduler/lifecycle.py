@@ -13,6 +13,10 @@ rescuer: a batch). Rows are locked by job id with SELECT … FOR UPDATE, and the
 checked *after* the lock: a delivery can arrive while the dispatcher that sent it still holds the
 row, and locking by id waits for that commit and then reads the committed token.
 
+Why one module of about 550 lines: it is the whole state machine — the table, the helper, and one
+function per transition, per-row and set-based — and finding every way a status changes in one
+place is worth more than a shorter file.
+
 One clock. Times that decide something — leases, due times, start and finish times — come from
 the database (`DatabaseNow`, read with the row lock), never from this process's wall clock.
 """
