@@ -144,8 +144,15 @@ JOBWEAVER_MAX_TIMEOUT_SECONDS = env.int("JOBWEAVER_MAX_TIMEOUT_SECONDS", default
 JOBWEAVER_DEFAULT_MAX_RETRY_COUNT = env.int("JOBWEAVER_DEFAULT_MAX_RETRY_COUNT", default=3)
 JOBWEAVER_DEFAULT_TIMEOUT_SECONDS = env.int("JOBWEAVER_DEFAULT_TIMEOUT_SECONDS", default=300)
 JOBWEAVER_API_MAX_PAGE_SIZE = env.int("JOBWEAVER_API_MAX_PAGE_SIZE", default=100)
-# Django refuses bodies larger than this before our own check; keep it above the API limit.
-DATA_UPLOAD_MAX_MEMORY_SIZE = max(JOBWEAVER_MAX_REQUEST_BYTES * 2, 2_621_440)
+# POST /api/jobs/batch: at most this many jobs, in a body of at most this many bytes.
+JOBWEAVER_MAX_BATCH_JOBS = env.int("JOBWEAVER_MAX_BATCH_JOBS", default=1000)
+JOBWEAVER_MAX_BATCH_REQUEST_BYTES = env.int(
+    "JOBWEAVER_MAX_BATCH_REQUEST_BYTES", default=2 * 1024 * 1024
+)
+# Django refuses bodies larger than this before our own check; keep it above the API limits.
+DATA_UPLOAD_MAX_MEMORY_SIZE = max(
+    JOBWEAVER_MAX_REQUEST_BYTES * 2, JOBWEAVER_MAX_BATCH_REQUEST_BYTES * 2, 2_621_440
+)
 
 # --- Celery over Kafka: all wiring in jobweaver_site/celery.py --------------------------------
 # The URL names our transport; the full bootstrap list goes to the transport options.

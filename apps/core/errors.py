@@ -37,3 +37,11 @@ class InvalidStateTransition(JobWeaverError):
 class IdempotencyConflict(JobWeaverError):
     error_code = "API.IDEMPOTENCY_CONFLICT"
     http_status = 409
+
+
+class InvalidBatch(InvalidRequest):
+    """A batch with rejected items: `errors` names each one, `[{"index", "message"}, ...]`."""
+
+    def __init__(self, message: str, *, errors: list[dict]):
+        super().__init__(message)
+        self.errors = errors

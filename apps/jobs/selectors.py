@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime, timedelta
 
-from django.db.models import QuerySet
+from django.db import connection
+from django.db.models import Count, Min, Q, QuerySet
 
 from apps.core.errors import InvalidRequest, JobNotFound
-from apps.executor.selectors import attempts_for_jobs
+from apps.executor.selectors import attempts_finished_since, attempts_for_jobs
 from apps.jobs.models import Job
-from apps.jobs.representation import job_to_dict
+from apps.jobs.representation import attempt_to_dict, job_to_dict
 from apps.scheduler.models import ExecutionStatus
 
 
@@ -49,15 +51,35 @@ def job_get_for_execution(*, job_id: uuid.UUID) -> Job:
     return Job.objects.get(id=job_id)
 
 
+# The API's sort keys (camelCase, "-" for descending) and the columns they order by.
+JOB_SORT_FIELDS = {
+    "createdAt": "created_at",
+    "updatedAt": "updated_at",
+    "priority": "priority",
+    "nextRunAt": "execution__next_run_at",
+    "status": "execution__status",
+}
+JOB_SORT_KEYS = tuple(
+    key for field in JOB_SORT_FIELDS for key in (field, f"-{field}")
+)  # fmt: skip
+
+
 def job_list(
     *,
     user=None,
     status: str | None = None,
     job_type: str | None = None,
+    priority: int | None = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+    trace_id: str | None = None,
+    sort: str = "-createdAt",
     page: int = 0,
     size: int = 20,
 ) -> tuple[list[Job], int]:
-    """One page of jobs, newest first, and the total count after filters."""
+    """One page of the jobs visible to `user` after filters (`created_after` inclusive,
+    `created_before` exclusive), ordered by `sort` (one of JOB_SORT_KEYS; ties by id), and the
+    total count after filters."""
     jobs = _visible_jobs(user)
     if status:
         if status not in ExecutionStatus.values:
@@ -67,5 +89,65 @@ def job_list(
         jobs = jobs.filter(execution__status=status)
     if job_type:
         jobs = jobs.filter(job_type=job_type)
+    if priority is not None:
+        jobs = jobs.filter(priority=priority)
+    if created_after is not None:
+        jobs = jobs.filter(created_at__gte=created_after)
+    if created_before is not None:
+        jobs = jobs.filter(created_at__lt=created_before)
+    if trace_id:
+        jobs = jobs.filter(trace_id=trace_id)
+    if sort not in JOB_SORT_KEYS:
+        raise InvalidRequest(f"sort must be one of {', '.join(JOB_SORT_KEYS)}, got {sort!r}")
+    descending = sort.startswith("-")
+    column = JOB_SORT_FIELDS[sort.lstrip("-")]
+    order = [f"-{column}" if descending else column, "-id" if descending else "id"]
     total = jobs.count()
-    return list(jobs.order_by("-created_at", "id")[page * size : (page + 1) * size]), total
+    return list(jobs.order_by(*order)[page * size : (page + 1) * size]), total
+
+
+def job_attempts(*, job_id: str | uuid.UUID, user=None) -> dict:
+    """`{"jobId", "attempts"}` of a job visible to `user`, attempts oldest first and shaped as
+    in the job detail; JobNotFound otherwise."""
+    job = job_get(job_id=job_id, user=user)
+    attempts = attempts_for_jobs(job_ids=[job.id])[job.id]
+    return {"jobId": str(job.id), "attempts": [attempt_to_dict(a) for a in attempts]}
+
+
+def job_stats(*, user=None) -> dict:
+    """Counts by status, dead letters waiting for an operator, the age of the oldest due job,
+    and the last hour's throughput and attempt failure rate, over the jobs visible to `user`.
+    Ages and windows are measured on the database clock."""
+    jobs = _visible_jobs(user)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT clock_timestamp()")
+        (now,) = cursor.fetchone()
+    hour_ago = now - timedelta(hours=1)
+    by_status = dict.fromkeys(ExecutionStatus.values, 0)
+    for row in jobs.values("execution__status").annotate(count=Count("id")).order_by():
+        by_status[row["execution__status"]] = row["count"]
+    oldest_due = jobs.filter(
+        execution__status=ExecutionStatus.PENDING, execution__next_run_at__lte=now
+    ).aggregate(oldest=Min("execution__next_run_at"))["oldest"]
+    last_hour = jobs.filter(execution__finished_at__gte=hour_ago).aggregate(
+        completed=Count("id", filter=Q(execution__status=ExecutionStatus.COMPLETED)),
+        dead_lettered=Count("id", filter=Q(execution__status=ExecutionStatus.FAILED)),
+    )
+    attempts = attempts_finished_since(job_ids=jobs.values("id"), since=hour_ago)
+    return {
+        "countsByStatus": by_status,
+        "deadLetters": by_status[ExecutionStatus.FAILED],
+        "oldestDueJobAgeSeconds": (
+            round((now - oldest_due).total_seconds(), 3) if oldest_due is not None else None
+        ),
+        "lastHour": {
+            "completed": last_hour["completed"],
+            "deadLettered": last_hour["dead_lettered"],
+            "throughputPerMinute": round(last_hour["completed"] / 60, 3),
+            "attemptsFinished": attempts["finished"],
+            "attemptsFailed": attempts["failed"],
+            "failureRate": (
+                round(attempts["failed"] / attempts["finished"], 4) if attempts["finished"] else 0.0
+            ),
+        },
+    }

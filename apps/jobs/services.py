@@ -8,6 +8,7 @@ import re
 import uuid
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from apps.core.errors import IdempotencyConflict, InvalidRequest
@@ -16,9 +17,9 @@ from apps.core.timeutil import iso
 from apps.jobs.models import Job
 from apps.jobs.selectors import parse_job_id
 from apps.jobs.validation import JobSpec
-from apps.outbox.services import outbox_enqueue
-from apps.scheduler.dispatch import dispatch_job_now
-from apps.scheduler.lifecycle import execution_create
+from apps.outbox.services import outbox_enqueue, outbox_enqueue_many
+from apps.scheduler.dispatch import dispatch_due_jobs, dispatch_job_now
+from apps.scheduler.lifecycle import execution_create, executions_create
 from apps.scheduler.services import execution_cancel, execution_retry
 
 logger = logging.getLogger(__name__)
@@ -107,22 +108,74 @@ def _job_create(spec: JobSpec, submitted_by, idempotency_key, fingerprint, trace
         job_id=job.id, priority=spec.priority, max_retries=spec.max_retries, run_at=spec.run_at
     )
     outbox_enqueue(
-        topic=JOB_CREATED,
-        key=str(job.id),
-        trace_id=trace_id,
-        payload={
-            "jobId": str(job.id),
-            "traceId": trace_id,
-            "jobType": job.job_type,
-            "priority": job.priority,
-            "maxRetryCount": job.max_retries,
-            "runAt": iso(job.run_at),
-            "createdAt": iso(job.created_at),
-        },
+        topic=JOB_CREATED, key=str(job.id), trace_id=trace_id, payload=_job_created_event(job)
     )
     transaction.on_commit(lambda: dispatch_job_now(job.id))
     logger.info("job %s submitted (trace %s)", job.id, trace_id)
     return job
+
+
+def _job_created_event(job: Job) -> dict:
+    return {
+        "jobId": str(job.id),
+        "traceId": job.trace_id,
+        "jobType": job.job_type,
+        "priority": job.priority,
+        "maxRetryCount": job.max_retries,
+        "runAt": iso(job.run_at),
+        "createdAt": iso(job.created_at),
+    }
+
+
+@transaction.atomic
+def job_submit_batch(
+    *, specs: list[JobSpec], submitted_by=None, trace_id: str | None = None
+) -> list[Job]:
+    """Persist validated jobs, all or none, in one transaction of bulk INSERTs (jobs, their
+    PENDING executions, their JobCreated events), then dispatch the due ones with one call.
+
+    The jobs share `trace_id` when one is given (one request, one trace); otherwise each gets
+    its own. Idempotency keys are per job and not offered here.
+    """
+    limit = settings.JOBWEAVER_MAX_BATCH_JOBS
+    if not 0 < len(specs) <= limit:
+        raise InvalidRequest(f"a batch holds 1 to {limit} jobs, got {len(specs)}")
+    shared_trace_id = _clean_trace_id(trace_id) if trace_id else None
+    jobs = Job.objects.bulk_create(
+        Job(
+            job_type=spec.job_type,
+            instruction={"steps": spec.steps},
+            trace_id=shared_trace_id or uuid.uuid4().hex,
+            request_fingerprint=spec.fingerprint(),
+            priority=spec.priority,
+            max_retries=spec.max_retries,
+            run_at=spec.run_at,
+            timeout_seconds=spec.timeout_seconds,
+            submitted_by=submitted_by,
+        )
+        for spec in specs
+    )
+    executions = executions_create(
+        jobs=[(job.id, job.priority, job.max_retries, job.run_at) for job in jobs]
+    )
+    for job, execution in zip(jobs, executions, strict=True):
+        job.execution = execution
+    outbox_enqueue_many(
+        topic=JOB_CREATED,
+        events=[(str(job.id), _job_created_event(job), job.trace_id) for job in jobs],
+    )
+    job_ids = [job.id for job in jobs]
+    transaction.on_commit(lambda: _dispatch_now(job_ids))
+    logger.info("batch of %d jobs submitted", len(jobs))
+    return jobs
+
+
+def _dispatch_now(job_ids: list[uuid.UUID]) -> None:
+    """Fast path after a batch commits, best effort like `dispatch_job_now`."""
+    try:
+        dispatch_due_jobs(job_ids=job_ids)
+    except Exception:  # the beat tick is the safety net; the error is logged with its traceback
+        logger.warning("fast-path dispatch of a batch failed; beat will retry", exc_info=True)
 
 
 def job_retry(*, job_id: str | uuid.UUID) -> None:

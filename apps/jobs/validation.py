@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 
 from django.conf import settings
 
-from apps.core.errors import InvalidRequest
+from apps.core.errors import InvalidBatch, InvalidRequest
 
 JOB_TYPES = ("SIMULATION",)
 MAX_DURATION_MS = 600_000
@@ -202,3 +202,26 @@ def parse_job_request(body: Any) -> JobSpec:
             settings.JOBWEAVER_MAX_TIMEOUT_SECONDS,
         ),
     )
+
+
+def parse_batch_request(body: Any) -> list[JobSpec]:
+    """Validate `{"jobs": [<job request>, ...]}` as sent to `POST /api/jobs/batch`: every item
+    is checked, and InvalidBatch names each rejected one by index."""
+    _object(body, "request body", {"jobs"}, {"jobs"})
+    items = body["jobs"]
+    if not isinstance(items, list):
+        raise InvalidRequest(f"jobs must be an array, got {_type_name(items)}")
+    limit = settings.JOBWEAVER_MAX_BATCH_JOBS
+    if not 0 < len(items) <= limit:
+        raise InvalidRequest(f"jobs must hold 1 to {limit} job requests, got {len(items)}")
+    specs, errors = [], []
+    for index, item in enumerate(items):
+        try:
+            specs.append(parse_job_request(item))
+        except InvalidRequest as exc:
+            errors.append({"index": index, "message": f"jobs[{index}]: {exc.message}"})
+    if errors:
+        raise InvalidBatch(
+            f"{len(errors)} of {len(items)} jobs rejected; nothing was submitted", errors=errors
+        )
+    return specs

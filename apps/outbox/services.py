@@ -33,6 +33,27 @@ def outbox_enqueue(*, topic: str, key: str, payload: dict, trace_id: str = "") -
     return event
 
 
+def outbox_enqueue_many(*, topic: str, events: list[tuple[str, dict, str]]) -> int:
+    """`outbox_enqueue` for many events of one topic, given as (key, payload, trace id): one
+    INSERT in the current transaction, relayed after commit. Returns how many were recorded."""
+    rows = OutboxEvent.objects.bulk_create(
+        OutboxEvent(topic=topic, key=key, payload=payload, trace_id=trace_id)
+        for key, payload, trace_id in events
+    )
+    ids = [row.id for row in rows]
+
+    def relay() -> None:
+        for start in range(0, len(ids), RELAY_BATCH_SIZE):
+            try:
+                outbox_relay_pending(event_ids=ids[start : start + RELAY_BATCH_SIZE])
+            except KafkaException as exc:
+                logger.warning("batch relay after commit failed, left for the periodic relay: %s", exc)
+                return
+
+    transaction.on_commit(relay)
+    return len(ids)
+
+
 def _relay_after_commit(event_id: uuid.UUID) -> None:
     try:
         outbox_relay_pending(event_ids=[event_id])

@@ -175,6 +175,32 @@ def execution_create(
     return execution
 
 
+def executions_create(
+    *, jobs: list[tuple[uuid.UUID, int, int, datetime | None]]
+) -> list[JobExecution]:
+    """The PENDING executions of a batch of newly submitted jobs, given as (job id, priority,
+    max retries, run_at), each due at its `run_at` or at once (database clock): one INSERT
+    inside the submit transaction, and one SELECT for the due times the database chose."""
+    assert_in_transaction("executions_create")
+    executions = JobExecution.objects.bulk_create(
+        JobExecution(
+            job_id=job_id,
+            priority=priority,
+            max_retries=max_retries,
+            next_run_at=run_at or DatabaseNow(),
+        )
+        for job_id, priority, max_retries, run_at in jobs
+    )
+    due_now = {e.job_id: e for e in executions if isinstance(e.next_run_at, DatabaseNow)}
+    if due_now:
+        chosen = JobExecution.objects.filter(job_id__in=list(due_now)).values_list(
+            "job_id", "next_run_at"
+        )
+        for job_id, next_run_at in chosen:
+            due_now[job_id].next_run_at = next_run_at
+    return executions
+
+
 def executions_dispatch(
     *, limit: int, job_ids: list[uuid.UUID] | None = None, due_by: datetime | None = None
 ) -> list[tuple[uuid.UUID, uuid.UUID]]:

@@ -11,21 +11,24 @@ from django.utils import timezone
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
-from apps.core.errors import JobWeaverError
+from apps.core.errors import InvalidBatch, JobWeaverError
 from apps.core.timeutil import iso
 
 logger = logging.getLogger(__name__)
 
 
-def error_response(status: int, code: str, message: str, job_id: str | None = None, headers=None):
-    body = {
+def error_body(status: int, code: str, message: str, job_id: str | None = None) -> dict:
+    return {
         "timestamp": iso(timezone.now()),
         "status": status,
         "errorCode": code,
         "message": message,
         "jobId": job_id,
     }
-    return Response(body, status=status, headers=headers)
+
+
+def error_response(status: int, code: str, message: str, job_id: str | None = None, headers=None):
+    return Response(error_body(status, code, message, job_id), status=status, headers=headers)
 
 
 def _drf_message(detail) -> str:
@@ -38,7 +41,10 @@ def _drf_message(detail) -> str:
 
 def api_exception_handler(exc, context):
     if isinstance(exc, JobWeaverError):
-        return error_response(exc.http_status, exc.error_code, exc.message, exc.job_id)
+        response = error_response(exc.http_status, exc.error_code, exc.message, exc.job_id)
+        if isinstance(exc, InvalidBatch):
+            response.data["errors"] = exc.errors
+        return response
     if isinstance(exc, Http404):
         return error_response(404, "API.JOB_NOT_FOUND", "Not found")
     if isinstance(exc, DjangoPermissionDenied):

@@ -4,7 +4,11 @@ from apps.jobs.api import views
 
 urlpatterns = [
     path("jobs", views.JobListCreateView.as_view(), name="job-list"),
+    # Before jobs/<job_id>, which would take "batch" for an id.
+    path("jobs/batch", views.JobBatchView.as_view(), name="job-batch"),
     path("jobs/<str:job_id>", views.JobDetailView.as_view(), name="job-detail"),
+    path("jobs/<str:job_id>/attempts", views.JobAttemptsView.as_view(), name="job-attempts"),
     path("jobs/<str:job_id>/retry", views.JobRetryView.as_view(), name="job-retry"),
     path("jobs/<str:job_id>/cancel", views.JobCancelView.as_view(), name="job-cancel"),
+    path("stats", views.StatsView.as_view(), name="stats"),
 ]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+from datetime import datetime
 
 from django.conf import settings
 from django.urls import reverse
@@ -14,16 +16,31 @@ from apps.core.errors import InvalidRequest, PayloadTooLarge
 from apps.core.jsonutil import loads_strict
 from apps.executor.selectors import attempts_for_jobs
 from apps.jobs.representation import job_to_dict
-from apps.jobs.selectors import job_detail, job_get, job_list
-from apps.jobs.services import job_cancel, job_retry, job_submit
-from apps.jobs.validation import parse_job_request
+from apps.jobs.selectors import job_attempts, job_detail, job_get, job_list, job_stats
+from apps.jobs.services import job_cancel, job_retry, job_submit, job_submit_batch
+from apps.jobs.validation import parse_batch_request, parse_job_request
+
+# ASCII digits only: str.isdigit() accepts "²", which int() refuses.
+DIGITS = re.compile(r"^[0-9]{1,9}$")
+MAX_PAGE = 10_000_000
+LIST_PARAMETERS = {
+    "status",
+    "type",
+    "priority",
+    "createdAfter",
+    "createdBefore",
+    "traceId",
+    "sort",
+    "page",
+    "size",
+}
 
 
-def _read_json_body(request: Request):
+def _read_json_body(request: Request, *, limit: int | None = None):
     """Decode the body ourselves: size limit first, then strict JSON (apps/core/jsonutil.py)."""
-    limit = settings.JOBWEAVER_MAX_REQUEST_BYTES
+    limit = limit or settings.JOBWEAVER_MAX_REQUEST_BYTES
     declared = request.META.get("CONTENT_LENGTH") or "0"
-    if declared.isdigit() and int(declared) > limit:
+    if DIGITS.match(declared) and int(declared) > limit:
         raise PayloadTooLarge(f"Request body exceeds {limit} bytes")
     content_type = request.content_type.split(";")[0].strip().lower()
     if content_type != "application/json":
@@ -34,13 +51,41 @@ def _read_json_body(request: Request):
     return loads_strict(raw, source="request body")
 
 
-def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
+def _int_param(request: Request, name: str, default: int | None, low: int, high: int):
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return default
-    if not raw.isdigit() or not (low <= int(raw) <= high):
+    if not DIGITS.match(raw) or not (low <= int(raw) <= high):
         raise InvalidRequest(f"{name} must be an integer between {low} and {high}")
     return int(raw)
+
+
+def _time_param(request: Request, name: str) -> datetime | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    # An unencoded "+" in a query string arrives as a space: take it back for the offset.
+    candidate = raw.strip().replace(" ", "+")
+    try:
+        parsed = datetime.fromisoformat(candidate)
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.tzinfo is None or len(raw) > 40:
+        raise InvalidRequest(
+            f"{name} must be an ISO-8601 date-time with a time zone, e.g. 2026-01-01T00:00:00Z"
+        )
+    return parsed
+
+
+def _submitted_headers(job) -> dict:
+    return {
+        "Location": reverse("job-detail", kwargs={"job_id": str(job.id)}),
+        "X-Trace-Id": job.trace_id,
+    }
+
+
+def _accepted(job) -> dict:
+    return {"jobId": str(job.id), "traceId": job.trace_id, "status": job.execution.status}
 
 
 class JobListCreateView(APIView):
@@ -53,25 +98,26 @@ class JobListCreateView(APIView):
             trace_id=request.headers.get("X-Trace-Id"),
         )
         job = result.job
-        headers = {
-            "Location": reverse("job-detail", kwargs={"job_id": str(job.id)}),
-            "X-Trace-Id": job.trace_id,
-        }
+        headers = _submitted_headers(job)
         if not result.created:
             return Response(job_detail(job_id=job.id), status=200, headers=headers)
-        body = {"jobId": str(job.id), "traceId": job.trace_id, "status": job.execution.status}
-        return Response(body, status=202, headers=headers)
+        return Response(_accepted(job), status=202, headers=headers)
 
     def get(self, request: Request) -> Response:
-        unknown = set(request.query_params) - {"status", "type", "page", "size"}
+        unknown = set(request.query_params) - LIST_PARAMETERS
         if unknown:
             raise InvalidRequest(f"unknown query parameter(s): {', '.join(sorted(unknown))}")
-        page = _int_param(request, "page", 0, 0, 10_000_000)
+        page = _int_param(request, "page", 0, 0, MAX_PAGE)
         size = _int_param(request, "size", 20, 1, settings.JOBWEAVER_API_MAX_PAGE_SIZE)
         jobs, total = job_list(
             user=request.user,
             status=request.query_params.get("status") or None,
             job_type=request.query_params.get("type") or None,
+            priority=_int_param(request, "priority", None, 0, 9),
+            created_after=_time_param(request, "createdAfter"),
+            created_before=_time_param(request, "createdBefore"),
+            trace_id=request.query_params.get("traceId") or None,
+            sort=request.query_params.get("sort") or "-createdAt",
             page=page,
             size=size,
         )
@@ -87,9 +133,27 @@ class JobListCreateView(APIView):
         )
 
 
+class JobBatchView(APIView):
+    def post(self, request: Request) -> Response:
+        if "Idempotency-Key" in request.headers:
+            raise InvalidRequest("Idempotency-Key is not supported on batches; use POST /api/jobs")
+        body = _read_json_body(request, limit=settings.JOBWEAVER_MAX_BATCH_REQUEST_BYTES)
+        jobs = job_submit_batch(
+            specs=parse_batch_request(body),
+            submitted_by=request.user,
+            trace_id=request.headers.get("X-Trace-Id"),
+        )
+        return Response({"jobs": [_accepted(job) for job in jobs]}, status=202)
+
+
 class JobDetailView(APIView):
     def get(self, request: Request, job_id: str) -> Response:
         return Response(job_detail(job_id=job_id, user=request.user))
+
+
+class JobAttemptsView(APIView):
+    def get(self, request: Request, job_id: str) -> Response:
+        return Response(job_attempts(job_id=job_id, user=request.user))
 
 
 class JobRetryView(APIView):
@@ -104,3 +168,8 @@ class JobCancelView(APIView):
         job = job_get(job_id=job_id, user=request.user)
         job_cancel(job_id=job.id)
         return Response(job_detail(job_id=job.id, user=request.user))
+
+
+class StatsView(APIView):
+    def get(self, request: Request) -> Response:
+        return Response(job_stats(user=request.user))

@@ -23,7 +23,7 @@ from apps.core.commands import EXIT_FAILED, CommandExit, JobWeaverCommand
 from apps.core.errors import InvalidRequest
 from apps.core.jsonutil import loads_strict
 from apps.jobs.selectors import job_detail
-from apps.jobs.services import job_submit
+from apps.jobs.services import job_submit, job_submit_batch
 from apps.jobs.validation import JobSpec, parse_job_request
 from apps.scheduler.models import TERMINAL_STATUSES, ExecutionStatus
 
@@ -155,6 +155,12 @@ class Command(JobWeaverCommand):
         fields.add_argument("--timeout", type=int, metavar="S", help="timeoutSeconds")
         fields.add_argument("--idempotency-key", metavar="K", help="as the Idempotency-Key header")
         fields.add_argument("--user", metavar="USERNAME", help="submit as this user")
+        fields.add_argument(
+            "--count",
+            type=int,
+            metavar="N",
+            help="submit N copies in one batch (one transaction, as POST /api/jobs/batch)",
+        )
         output = parser.add_argument_group("output")
         output.add_argument(
             "--wait",
@@ -175,8 +181,12 @@ class Command(JobWeaverCommand):
 
     def handle(self, *args, **options):
         wait_timeout = self._wait_timeout(options)
+        count = self._count(options)
         spec = self._job_spec(options)
         user = self._user(options["user"])
+        if count is not None:
+            self._submit_copies(spec, user, count, as_json=options["json"])
+            return
         result = job_submit(
             spec=spec, submitted_by=user, idempotency_key=options["idempotency_key"]
         )
@@ -219,6 +229,31 @@ class Command(JobWeaverCommand):
                 f"--wait-timeout must be a positive number of seconds, got {timeout:g}"
             )
         return timeout
+
+    def _count(self, options) -> int | None:
+        count = options["count"]
+        if count is None:
+            return None
+        limit = settings.JOBWEAVER_MAX_BATCH_JOBS
+        if not 1 <= count <= limit:
+            raise CommandExit(f"--count must be between 1 and {limit}, got {count}")
+        for option, flag in (("wait", "--wait"), ("idempotency_key", "--idempotency-key")):
+            if options[option]:
+                raise CommandExit(f"--count cannot be combined with {flag}")
+        return count
+
+    def _submit_copies(self, spec: JobSpec, user, count: int, *, as_json: bool) -> None:
+        jobs = job_submit_batch(specs=[spec] * count, submitted_by=user)
+        if as_json:
+            accepted = [
+                {"jobId": str(job.id), "traceId": job.trace_id, "status": job.execution.status}
+                for job in jobs
+            ]
+            self.stdout.write(json.dumps({"jobs": accepted}, indent=2))
+            return
+        for job in jobs:
+            self.stdout.write(f"job {job.id} submitted, trace {job.trace_id}")
+        self.stdout.write(f"{len(jobs)} jobs submitted in one batch")
 
     def _job_spec(self, options) -> JobSpec:
         """The request body from --file, --payload or the step flags, with the flags' fields

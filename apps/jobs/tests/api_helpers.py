@@ -1,0 +1,38 @@
+"""Helpers of the API tests: a user's client, the error body, and what a request persisted."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
+
+from apps.jobs.models import Job
+from apps.outbox.models import OutboxEvent
+from apps.scheduler.models import JobExecution
+
+
+def make_user(username: str, **extra):
+    return get_user_model().objects.create_user(username, password="pw", **extra)
+
+
+def api_client(username: str, **extra) -> APIClient:
+    """A client authenticated as a new user `username`."""
+    client = APIClient()
+    client.force_authenticate(make_user(username, **extra))
+    return client
+
+
+def assert_error_body(response, status: int, code: str) -> dict:
+    """The response is the error body of ARCHITECTURE §8 with this status and code."""
+    assert response.status_code == status, response.content
+    assert response["Content-Type"].startswith("application/json"), response["Content-Type"]
+    body = response.json()
+    assert {"timestamp", "status", "errorCode", "message", "jobId"} <= set(body)
+    assert set(body) - {"timestamp", "status", "errorCode", "message", "jobId"} <= {"errors"}
+    assert (body["status"], body["errorCode"]) == (status, code)
+    assert body["message"]
+    return body
+
+
+def counts() -> tuple[int, int, int]:
+    """(jobs, executions, outbox events): what a rejected request must leave unchanged."""
+    return Job.objects.count(), JobExecution.objects.count(), OutboxEvent.objects.count()
