@@ -47,7 +47,7 @@ def outbox_enqueue_many(*, topic: str, events: list[tuple[str, dict, str]]) -> i
             try:
                 outbox_relay_pending(event_ids=ids[start : start + RELAY_BATCH_SIZE])
             except KafkaException as exc:
-                logger.warning("batch relay after commit failed, left for the periodic relay: %s", exc)
+                logger.warning("batch relay after commit failed (periodic relay retries): %s", exc)
                 return
 
     transaction.on_commit(relay)
