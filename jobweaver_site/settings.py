@@ -33,6 +33,10 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "rest_framework.authtoken",
+    # The OpenAPI schema (/api/schema/) and Swagger UI (/api/docs/) served from our own static
+    # files (the sidecar), never a CDN.
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_celery_beat",
     "apps.jobs",
     "apps.scheduler",
@@ -110,6 +114,18 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "apps.jobs.api.errors.api_exception_handler",
     "UNAUTHENTICATED_USER": None,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "JobWeaver API",
+    "DESCRIPTION": "Submit, follow, retry and cancel jobs (ARCHITECTURE §8). Every failure "
+    'answers {"timestamp", "status", "errorCode", "message", "jobId"}.',
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {"JobStatus": "apps.scheduler.models.ExecutionStatus"},
 }
 
 # --- Kafka ------------------------------------------------------------------------------------

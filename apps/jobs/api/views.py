@@ -8,6 +8,8 @@ from datetime import datetime
 
 from django.conf import settings
 from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -15,6 +17,7 @@ from rest_framework.views import APIView
 from apps.core.errors import InvalidRequest, PayloadTooLarge
 from apps.core.jsonutil import loads_strict
 from apps.executor.selectors import attempts_for_jobs
+from apps.jobs.api import schema
 from apps.jobs.representation import job_to_dict
 from apps.jobs.selectors import job_attempts, job_detail, job_get, job_list, job_stats
 from apps.jobs.services import job_cancel, job_retry, job_submit, job_submit_batch
@@ -88,7 +91,25 @@ def _accepted(job) -> dict:
     return {"jobId": str(job.id), "traceId": job.trace_id, "status": job.execution.status}
 
 
+SUBMITTED_HEADERS = [
+    OpenApiParameter("Location", OpenApiTypes.STR, OpenApiParameter.HEADER, response=[200, 202]),
+    OpenApiParameter("X-Trace-Id", OpenApiTypes.STR, OpenApiParameter.HEADER, response=[200, 202]),
+]
+
+
 class JobListCreateView(APIView):
+    @extend_schema(
+        operation_id="jobs_submit",
+        summary="Submit a job",
+        request=schema.JobRequest,
+        parameters=[schema.TRACE_HEADER, schema.IDEMPOTENCY_HEADER, *SUBMITTED_HEADERS],
+        responses={
+            202: OpenApiResponse(schema.JobAccepted, description="accepted, PENDING"),
+            200: OpenApiResponse(schema.JobDetail, description="replay of an idempotency key"),
+            **schema.SUBMIT_ERRORS,
+            **schema.COMMON_ERRORS,
+        },
+    )
     def post(self, request: Request) -> Response:
         spec = parse_job_request(_read_json_body(request))
         result = job_submit(
@@ -103,6 +124,12 @@ class JobListCreateView(APIView):
             return Response(job_detail(job_id=job.id), status=200, headers=headers)
         return Response(_accepted(job), status=202, headers=headers)
 
+    @extend_schema(
+        operation_id="jobs_list",
+        summary="List jobs (yours, or all with jobs.view_all_jobs)",
+        parameters=schema.LIST_PARAMETERS,
+        responses={200: schema.JobPage, **schema.COMMON_ERRORS},
+    )
     def get(self, request: Request) -> Response:
         unknown = set(request.query_params) - LIST_PARAMETERS
         if unknown:
@@ -134,6 +161,20 @@ class JobListCreateView(APIView):
 
 
 class JobBatchView(APIView):
+    @extend_schema(
+        operation_id="jobs_submit_batch",
+        summary="Submit up to JOBWEAVER_MAX_BATCH_JOBS jobs, all or none",
+        request=schema.BatchRequest,
+        parameters=[schema.TRACE_HEADER],
+        responses={
+            202: schema.BatchAccepted,
+            **schema.SUBMIT_ERRORS,
+            **schema.COMMON_ERRORS,
+            400: OpenApiResponse(
+                schema.Error, description="API.INVALID_REQUEST; `errors` names each bad item"
+            ),
+        },
+    )
     def post(self, request: Request) -> Response:
         if "Idempotency-Key" in request.headers:
             raise InvalidRequest("Idempotency-Key is not supported on batches; use POST /api/jobs")
@@ -146,17 +187,39 @@ class JobBatchView(APIView):
         return Response({"jobs": [_accepted(job) for job in jobs]}, status=202)
 
 
+JOB_ERRORS = {**schema.NOT_FOUND, **schema.COMMON_ERRORS}
+
+
 class JobDetailView(APIView):
+    @extend_schema(
+        operation_id="jobs_detail",
+        summary="A job with its attempts",
+        parameters=[schema.JOB_ID],
+        responses={200: schema.JobDetail, **JOB_ERRORS},
+    )
     def get(self, request: Request, job_id: str) -> Response:
         return Response(job_detail(job_id=job_id, user=request.user))
 
 
 class JobAttemptsView(APIView):
+    @extend_schema(
+        operation_id="jobs_attempts",
+        summary="Every attempt of a job, oldest first",
+        parameters=[schema.JOB_ID],
+        responses={200: schema.JobAttempts, **JOB_ERRORS},
+    )
     def get(self, request: Request, job_id: str) -> Response:
         return Response(job_attempts(job_id=job_id, user=request.user))
 
 
 class JobRetryView(APIView):
+    @extend_schema(
+        operation_id="jobs_retry",
+        summary="Retry a FAILED or CANCELLED job with a fresh retry budget",
+        request=None,
+        parameters=[schema.JOB_ID],
+        responses={200: schema.JobDetail, **schema.STATE_CONFLICT, **JOB_ERRORS},
+    )
     def post(self, request: Request, job_id: str) -> Response:
         job = job_get(job_id=job_id, user=request.user)
         job_retry(job_id=job.id)
@@ -164,6 +227,13 @@ class JobRetryView(APIView):
 
 
 class JobCancelView(APIView):
+    @extend_schema(
+        operation_id="jobs_cancel",
+        summary="Cancel a job: at once when waiting, at its next checkpoint when running",
+        request=None,
+        parameters=[schema.JOB_ID],
+        responses={200: schema.JobDetail, **schema.STATE_CONFLICT, **JOB_ERRORS},
+    )
     def post(self, request: Request, job_id: str) -> Response:
         job = job_get(job_id=job_id, user=request.user)
         job_cancel(job_id=job.id)
@@ -171,5 +241,10 @@ class JobCancelView(APIView):
 
 
 class StatsView(APIView):
+    @extend_schema(
+        operation_id="stats",
+        summary="Counts by status, dead letters, oldest due job, the last hour",
+        responses={200: schema.Stats, **schema.COMMON_ERRORS},
+    )
     def get(self, request: Request) -> Response:
         return Response(job_stats(user=request.user))

@@ -1,0 +1,284 @@
+"""The OpenAPI description of the API (drf-spectacular): bodies, responses and errors.
+
+The views parse and validate with apps/jobs/validation.py, not with these serializers: they only
+describe the shapes for the schema at /api/schema/ and Swagger UI at /api/docs/. The step limits
+here come from the same constants and settings the validator uses, and the schemathesis test
+(apps/jobs/tests/test_schemathesis.py) holds the live API to this description.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, PolymorphicProxySerializer
+from rest_framework import serializers
+
+from apps.jobs import validation
+from apps.scheduler.models import ExecutionStatus
+
+STATUSES = ExecutionStatus.values
+
+
+# --- requests ------------------------------------------------------------------------------------
+
+
+def _step(action: str, **fields) -> type[serializers.Serializer]:
+    attrs = {"action": serializers.ChoiceField(choices=[action])} | fields
+    return type(f"{action.title().replace('_', '')}Step", (serializers.Serializer,), attrs)
+
+
+def _duration(**kwargs):
+    return serializers.IntegerField(min_value=0, max_value=validation.MAX_DURATION_MS, **kwargs)
+
+
+def _message(**kwargs):
+    return serializers.CharField(max_length=validation.MAX_MESSAGE_CHARS, **kwargs)
+
+
+STEP_SERIALIZERS = [
+    _step("SLEEP", durationMs=_duration()),
+    _step("LOG", message=_message(allow_blank=True)),
+    _step(
+        "COMPUTE",
+        iterations=serializers.IntegerField(min_value=0, max_value=validation.MAX_ITERATIONS),
+    ),
+    _step(
+        "HTTP_CALL",
+        url=serializers.URLField(max_length=validation.MAX_URL_CHARS),
+        latencyMs=_duration(),
+    ),
+    _step(
+        "FAIL", message=_message(required=False), retryable=serializers.BooleanField(required=False)
+    ),
+    _step(
+        "FLAKY",
+        failTimes=serializers.IntegerField(min_value=1, max_value=validation.MAX_FLAKY_FAIL_TIMES),
+        message=_message(required=False),
+    ),
+]
+
+Step = PolymorphicProxySerializer(
+    component_name="Step",
+    serializers=STEP_SERIALIZERS,
+    resource_type_field_name="action",
+    many=False,
+)
+
+
+class SimulationPayload(serializers.Serializer):
+    steps = serializers.ListField(child=Step, min_length=1, max_length=settings.JOBWEAVER_MAX_STEPS)
+
+
+class JobRequest(serializers.Serializer):
+    jobType = serializers.ChoiceField(choices=["SIMULATION"])
+    payload = SimulationPayload()
+    maxRetryCount = serializers.IntegerField(
+        min_value=0, max_value=settings.JOBWEAVER_MAX_RETRY_COUNT, required=False, allow_null=True
+    )
+    priority = serializers.IntegerField(
+        min_value=0,
+        max_value=9,
+        required=False,
+        allow_null=True,
+        help_text="0-9, higher first; above JOBWEAVER_PRIORITY_PERMISSION_ABOVE needs the "
+        "jobs.submit_high_priority permission",
+    )
+    runAt = serializers.DateTimeField(
+        required=False,
+        allow_null=True,
+        help_text="not before this time (ISO-8601 with a zone, within JOBWEAVER_MAX_RUN_AT_DAYS)",
+    )
+    timeoutSeconds = serializers.IntegerField(
+        min_value=1,
+        max_value=settings.JOBWEAVER_MAX_TIMEOUT_SECONDS,
+        required=False,
+        allow_null=True,
+    )
+
+
+class BatchRequest(serializers.Serializer):
+    jobs = serializers.ListField(
+        child=JobRequest(), min_length=1, max_length=settings.JOBWEAVER_MAX_BATCH_JOBS
+    )
+
+
+# --- responses -----------------------------------------------------------------------------------
+
+
+class JobAccepted(serializers.Serializer):
+    jobId = serializers.UUIDField()
+    traceId = serializers.CharField()
+    status = serializers.ChoiceField(choices=STATUSES)
+
+
+class BatchAccepted(serializers.Serializer):
+    jobs = JobAccepted(many=True)
+
+
+class Attempt(serializers.Serializer):
+    eventId = serializers.UUIDField()
+    attempt = serializers.IntegerField()
+    workerId = serializers.CharField()
+    startedAt = serializers.DateTimeField(allow_null=True)
+    finishedAt = serializers.DateTimeField(allow_null=True)
+    outcome = serializers.CharField()
+    errorMessage = serializers.CharField(allow_null=True)
+    stepsCompleted = serializers.IntegerField()
+
+
+class Progress(serializers.Serializer):
+    stepsCompleted = serializers.IntegerField()
+    totalSteps = serializers.IntegerField()
+
+
+class JobDetail(serializers.Serializer):
+    jobId = serializers.UUIDField()
+    jobType = serializers.CharField()
+    status = serializers.ChoiceField(choices=STATUSES)
+    payload = serializers.JSONField()
+    priority = serializers.IntegerField()
+    maxRetryCount = serializers.IntegerField()
+    retryCount = serializers.IntegerField()
+    nextRunAt = serializers.DateTimeField(allow_null=True)
+    lastError = serializers.CharField(allow_null=True)
+    traceId = serializers.CharField()
+    createdAt = serializers.DateTimeField()
+    updatedAt = serializers.DateTimeField()
+    startedAt = serializers.DateTimeField(allow_null=True)
+    finishedAt = serializers.DateTimeField(allow_null=True)
+    progress = Progress()
+    attempts = Attempt(many=True)
+
+
+class JobPage(serializers.Serializer):
+    jobs = JobDetail(many=True)
+    page = serializers.IntegerField()
+    size = serializers.IntegerField()
+    totalElements = serializers.IntegerField()
+    totalPages = serializers.IntegerField()
+
+
+class JobAttempts(serializers.Serializer):
+    jobId = serializers.UUIDField()
+    attempts = Attempt(many=True)
+
+
+class StatusCounts(serializers.Serializer):
+    PENDING = serializers.IntegerField()
+    DISPATCHED = serializers.IntegerField()
+    RUNNING = serializers.IntegerField()
+    COMPLETED = serializers.IntegerField()
+    FAILED = serializers.IntegerField()
+    CANCELLED = serializers.IntegerField()
+
+
+class LastHour(serializers.Serializer):
+    completed = serializers.IntegerField()
+    deadLettered = serializers.IntegerField()
+    throughputPerMinute = serializers.FloatField()
+    attemptsFinished = serializers.IntegerField()
+    attemptsFailed = serializers.IntegerField()
+    failureRate = serializers.FloatField()
+
+
+class Stats(serializers.Serializer):
+    countsByStatus = StatusCounts()
+    deadLetters = serializers.IntegerField()
+    oldestDueJobAgeSeconds = serializers.FloatField(allow_null=True)
+    lastHour = LastHour()
+
+
+class ItemError(serializers.Serializer):
+    index = serializers.IntegerField()
+    message = serializers.CharField()
+
+
+class Error(serializers.Serializer):
+    """The one error body of every failure (ARCHITECTURE §8)."""
+
+    timestamp = serializers.DateTimeField()
+    status = serializers.IntegerField()
+    errorCode = serializers.ChoiceField(
+        choices=[
+            "API.INVALID_REQUEST",
+            "API.UNAUTHENTICATED",
+            "API.FORBIDDEN",
+            "API.JOB_NOT_FOUND",
+            "API.INVALID_STATE_TRANSITION",
+            "API.IDEMPOTENCY_CONFLICT",
+            "API.PAYLOAD_TOO_LARGE",
+            "API.THROTTLED",
+            "API.INTERNAL_ERROR",
+        ]
+    )
+    message = serializers.CharField()
+    jobId = serializers.UUIDField(allow_null=True)
+    errors = ItemError(many=True, required=False, help_text="POST /api/jobs/batch: each item")
+
+
+# --- what each operation may answer ----------------------------------------------------------
+
+
+def _error(description: str) -> OpenApiResponse:
+    return OpenApiResponse(Error, description=description)
+
+
+# Every operation may answer these: authentication, permission, throttling, wrong method or
+# media type, and the last resort.
+COMMON_ERRORS = {
+    400: _error("API.INVALID_REQUEST: a parameter or the body is invalid"),
+    401: _error("API.UNAUTHENTICATED: no or bad credentials"),
+    403: _error("API.FORBIDDEN: authenticated, but a permission is missing (or CSRF failed)"),
+    405: _error("API.INVALID_REQUEST: method not allowed"),
+    406: _error("API.INVALID_REQUEST: only application/json is served"),
+    415: _error("API.INVALID_REQUEST: unsupported media type"),
+    429: _error("API.THROTTLED: too many requests; see Retry-After"),
+    500: _error("API.INTERNAL_ERROR: a bug; no details are disclosed"),
+}
+NOT_FOUND = {404: _error("API.JOB_NOT_FOUND: no such job, or not yours")}
+SUBMIT_ERRORS = {
+    409: _error("API.IDEMPOTENCY_CONFLICT: the key was used with another body"),
+    413: _error("API.PAYLOAD_TOO_LARGE: the body exceeds the limit"),
+}
+STATE_CONFLICT = {409: _error("API.INVALID_STATE_TRANSITION: the job's state does not allow it")}
+
+TRACE_HEADER = OpenApiParameter(
+    "X-Trace-Id",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    description="trace id to use (1-64 of letters, digits, . _ : -); generated when absent",
+)
+IDEMPOTENCY_HEADER = OpenApiParameter(
+    "Idempotency-Key",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    description="same key + same body: 200 with the original job; different body: 409",
+)
+JOB_ID = OpenApiParameter("job_id", OpenApiTypes.UUID, OpenApiParameter.PATH)
+LIST_PARAMETERS = [
+    OpenApiParameter("status", OpenApiTypes.STR, enum=STATUSES),
+    OpenApiParameter("type", OpenApiTypes.STR, enum=["SIMULATION", "TASK"]),
+    OpenApiParameter("priority", OpenApiTypes.INT, description="0-9"),
+    OpenApiParameter("createdAfter", OpenApiTypes.DATETIME, description="inclusive"),
+    OpenApiParameter("createdBefore", OpenApiTypes.DATETIME, description="exclusive"),
+    OpenApiParameter("traceId", OpenApiTypes.STR),
+    OpenApiParameter(
+        "sort",
+        OpenApiTypes.STR,
+        enum=[
+            "createdAt",
+            "-createdAt",
+            "updatedAt",
+            "-updatedAt",
+            "priority",
+            "-priority",
+            "nextRunAt",
+            "-nextRunAt",
+            "status",
+            "-status",
+        ],
+        description="order (a leading - for descending; default -createdAt); ties by id",
+    ),
+    OpenApiParameter("page", OpenApiTypes.INT, description="0-based page number"),
+    OpenApiParameter("size", OpenApiTypes.INT, description="1 to JOBWEAVER_API_MAX_PAGE_SIZE"),
+]
