@@ -7,6 +7,7 @@ process refuses to start.
 
 from pathlib import Path
 
+import django
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
@@ -42,6 +43,12 @@ INSTALLED_APPS = [
     "apps.scheduler",
     "apps.executor",
     "apps.outbox",
+    # Django's Tasks API (ARCHITECTURE §13): the backend and the registry of runnable tasks,
+    # and the example tasks of the quick start. On Django 5.2 the backport's own app adds its
+    # system checks and log lines; Django 6 has them built in.
+    *(["django_tasks"] if django.VERSION < (6, 0) else []),
+    "apps.tasks",
+    "apps.examples",
 ]
 
 MIDDLEWARE = [
@@ -169,6 +176,19 @@ JOBWEAVER_MAX_BATCH_REQUEST_BYTES = env.int(
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(
     JOBWEAVER_MAX_REQUEST_BYTES * 2, JOBWEAVER_MAX_BATCH_REQUEST_BYTES * 2, 2_621_440
 )
+
+# --- Python tasks through Django's Tasks API (ARCHITECTURE §13) -------------------------------
+# `@task` functions in installed apps' tasks modules run as TASK jobs. QUEUES are the queue
+# names tasks may use (DEP 14 `queue_name`; recorded on the job, all served by the executors).
+TASKS = {
+    "default": {
+        "BACKEND": "apps.tasks.backend.JobWeaverBackend",
+        "QUEUES": env.list("JOBWEAVER_TASK_QUEUES", default=["default"]),
+    }
+}
+# A TASK payload {"task", "args", "kwargs"} as JSON, and a task's return value as JSON, at most.
+JOBWEAVER_TASK_MAX_PAYLOAD_BYTES = env.int("JOBWEAVER_TASK_MAX_PAYLOAD_BYTES", default=32 * 1024)
+JOBWEAVER_TASK_MAX_RESULT_BYTES = env.int("JOBWEAVER_TASK_MAX_RESULT_BYTES", default=256 * 1024)
 
 # --- Celery over Kafka: all wiring in jobweaver_site/celery.py --------------------------------
 # The URL names our transport; the full bootstrap list goes to the transport options.

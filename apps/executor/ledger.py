@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any
 
 from apps.core.db import DatabaseNow, assert_in_transaction
 from apps.executor.models import AttemptOutcome, ExecutionAttempt
@@ -42,9 +43,19 @@ def attempt_open(
     )
 
 
-def attempt_progress(*, event_id: uuid.UUID, steps_completed: int, log_lines: list[str]) -> None:
+def attempt_progress(
+    *,
+    event_id: uuid.UUID,
+    steps_completed: int,
+    log_lines: list[str],
+    total_steps: int | None = None,
+) -> None:
+    """`total_steps`: a TASK attempt's own total, reported with its progress."""
+    fields: dict = {"steps_completed": steps_completed, "log_lines": list(log_lines)}
+    if total_steps is not None:
+        fields["total_steps"] = total_steps
     ExecutionAttempt.objects.filter(event_id=event_id, outcome=AttemptOutcome.RUNNING).update(
-        steps_completed=steps_completed, log_lines=list(log_lines)
+        **fields
     )
 
 
@@ -55,11 +66,22 @@ def attempt_close(
     error: str = "",
     steps_completed: int | None = None,
     log_lines: list[str] | None = None,
+    total_steps: int | None = None,
+    result: Any = None,
+    exception_type: str = "",
+    traceback: str = "",
 ) -> bool:
     """RUNNING → `outcome`, finished now (database clock); False if the attempt was not
-    RUNNING. Progress fields are left as they are when not given (a rescuer does not know)."""
+    RUNNING. Progress fields are left as they are when not given (a rescuer does not know).
+    A TASK attempt also records its return value (`result`, JSON) or its exception."""
     assert_in_transaction("attempt_close")
     fields: dict = {"outcome": outcome, "error_message": error, "finished_at": DatabaseNow()}
+    if result is not None:
+        fields["result"] = result
+    if exception_type:
+        fields["exception_type"], fields["traceback"] = exception_type, traceback
+    if total_steps is not None:
+        fields["total_steps"] = total_steps
     if steps_completed is not None:
         fields["steps_completed"] = steps_completed
     if log_lines is not None:

@@ -28,6 +28,11 @@ class ExecutionAttempt(models.Model):
     total_steps = models.PositiveIntegerField(default=0)
     # Messages of LOG steps, kept with the attempt for operators.
     log_lines = models.JSONField(default=list, blank=True)
+    # TASK jobs (§13): the return value of a SUCCESS (recorded in the same transaction), and
+    # the exception of a FAILURE: its class path and a shortened traceback.
+    result = models.JSONField(null=True, blank=True)
+    exception_type = models.CharField(max_length=255, blank=True, default="")
+    traceback = models.TextField(blank=True, default="")
 
     class Meta:
         ordering = ["job", "attempt"]

@@ -29,6 +29,7 @@ from apps.executor.engine import (
 )
 from apps.executor.models import AttemptOutcome
 from apps.executor.services import ClaimedAttempt, Ending, attempt_finish, attempt_start
+from apps.executor.task_runner import announce_finished, recorded_exception, run_task
 from apps.scheduler import lifecycle
 
 logger = logging.getLogger(__name__)
@@ -60,15 +61,20 @@ def attempt_execute(*, job_id: uuid.UUID, event_id: uuid.UUID) -> str | None:
     )
     if claimed is None:
         return None
-    return AttemptRunner(claimed).run()
+    outcome = AttemptRunner(claimed).run()
+    if claimed.task is not None:
+        announce_finished(claimed)  # Django's task_finished signal, after the commit
+    return outcome
 
 
 class AttemptRunner:
-    """One claimed attempt: its steps, its checkpoints, its progress and its ending."""
+    """One claimed attempt: its steps (or its Python task, apps/executor/task_runner.py), its
+    checkpoints, its progress and its ending."""
 
     def __init__(self, claimed: ClaimedAttempt):
         self.claimed = claimed
         self.steps_completed = 0
+        self.total_steps: int | None = None  # a TASK's own, once it reports progress
         self.started = time.monotonic()
         self.heartbeat_interval = settings.JOBWEAVER_LEASE_SECONDS / 3
         self.next_heartbeat = self.started + self.heartbeat_interval
@@ -82,10 +88,19 @@ class AttemptRunner:
 
     def run(self) -> str | None:
         claimed = self.claimed
+        task_value = None
         try:
-            run_steps(claimed.steps, self.ctx, self.on_step_done)
+            if claimed.task is not None:
+                task_value = run_task(claimed, self.ctx, self.on_task_progress)
+            else:
+                run_steps(claimed.steps, self.ctx, self.on_step_done)
         except StepFailed as failure:
-            return self.end(Ending.FAILURE, error=failure.message, retryable=failure.retryable)
+            return self.end(
+                Ending.FAILURE,
+                error=failure.message,
+                retryable=failure.retryable,
+                **recorded_exception(failure),
+            )
         except AttemptReleased:
             if self.end(Ending.RELEASED):
                 logger.info(
@@ -107,11 +122,14 @@ class AttemptRunner:
                 claimed.event_id,
             )
             return None
-        return self.end(Ending.SUCCESS)
+        return self.end(Ending.SUCCESS, result=task_value)
 
-    def end(self, ending: Ending, *, error: str = "", retryable: bool = True) -> str | None:
+    def end(
+        self, ending: Ending, *, error: str = "", retryable: bool = True, **task_fields
+    ) -> str | None:
         """Record the ending, retrying through a short database outage. Safe to repeat: it is
-        one fenced transaction, so a retry after a lost commit is simply refused."""
+        one fenced transaction, so a retry after a lost commit is simply refused. `task_fields`
+        are a TASK attempt's return value or exception (see `attempt_finish`)."""
         claimed = self.claimed
         accepted = retry_while_database_unavailable(
             lambda: attempt_finish(
@@ -121,6 +139,8 @@ class AttemptRunner:
                 retryable=retryable,
                 steps_completed=self.steps_completed,
                 log_lines=self.ctx.log_lines,
+                total_steps=self.total_steps,
+                **task_fields,
             ),
             what=f"{ending.lower()} of job {claimed.job_id} attempt {claimed.attempt}",
             timeout=DATABASE_RETRY_SECONDS,
@@ -136,6 +156,20 @@ class AttemptRunner:
         try:
             ledger.attempt_progress(
                 event_id=self.claimed.event_id, steps_completed=count, log_lines=self.ctx.log_lines
+            )
+        except DATABASE_UNAVAILABLE as exc:  # progress is informative; the outcome is not
+            logger.warning("progress of job %s not recorded: %s", self.claimed.job_id, exc)
+            connection.close()
+
+    def on_task_progress(self, completed: int, total: int) -> None:
+        """A TASK's `context.report_progress`, written from the attempt's own thread."""
+        self.steps_completed, self.total_steps = completed, total
+        try:
+            ledger.attempt_progress(
+                event_id=self.claimed.event_id,
+                steps_completed=completed,
+                log_lines=self.ctx.log_lines,
+                total_steps=total,
             )
         except DATABASE_UNAVAILABLE as exc:  # progress is informative; the outcome is not
             logger.warning("progress of job %s not recorded: %s", self.claimed.job_id, exc)

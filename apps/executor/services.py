@@ -11,11 +11,13 @@ import logging
 import uuid
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from django.db import transaction
 
 from apps.executor import ledger
 from apps.executor.models import AttemptOutcome
+from apps.jobs.models import JobType
 from apps.scheduler import lifecycle
 from apps.scheduler.dispatch import dispatch_job_now
 
@@ -34,6 +36,7 @@ class ClaimedAttempt:
     trace_id: str
     steps: list[dict]
     timeout_seconds: int
+    task: dict | None = None  # a TASK job's {"task", "args", "kwargs"} (ARCHITECTURE §13)
 
 
 class Ending(StrEnum):
@@ -83,6 +86,7 @@ def attempt_start(
         trace_id=job.trace_id,
         steps=job.steps,
         timeout_seconds=job.timeout_seconds,
+        task=job.instruction if job.job_type == JobType.TASK else None,
     )
 
 
@@ -95,10 +99,15 @@ def attempt_finish(
     retryable: bool = True,
     steps_completed: int,
     log_lines: list[str],
+    total_steps: int | None = None,
+    result: Any = None,
+    exception_type: str = "",
+    traceback: str = "",
 ) -> bool:
     """Record how the attempt ended together with the lifecycle's decision, in one transaction.
     Returns False when the fence refused it (the attempt was rescued or cancelled meanwhile, or
-    a release met a cancel request): nothing changes."""
+    a release met a cancel request): nothing changes — a task's late `result` included.
+    `result`, `exception_type` and `traceback` are a TASK attempt's return value or exception."""
     ending = Ending(outcome)
     ids = {"job_id": claimed.job_id, "event_id": claimed.event_id}
     if ending is Ending.SUCCESS:
@@ -136,5 +145,9 @@ def attempt_finish(
         error=error,
         steps_completed=steps_completed,
         log_lines=log_lines,
+        total_steps=total_steps,
+        result=result,
+        exception_type=exception_type,
+        traceback=traceback,
     )
     return True

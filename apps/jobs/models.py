@@ -9,12 +9,16 @@ from django.db import models
 
 class JobType(models.TextChoices):
     SIMULATION = "SIMULATION", "Simulation"
+    TASK = "TASK", "Python task"  # a registered function run through Django's Tasks API (§13)
 
 
 class Job(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     job_type = models.CharField(max_length=32, choices=JobType.choices, default=JobType.SIMULATION)
-    instruction = models.JSONField(help_text='{"steps": [...]}, validated on submission')
+    instruction = models.JSONField(
+        help_text='SIMULATION: {"steps": [...]}; TASK: {"task", "args", "kwargs"}; validated on '
+        "submission"
+    )
     trace_id = models.CharField(max_length=64, db_index=True)
     # NULL (not "") means "no key", so the unique constraint ignores keyless jobs.
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
@@ -23,6 +27,10 @@ class Job(models.Model):
     max_retries = models.PositiveIntegerField()
     run_at = models.DateTimeField(null=True, blank=True)
     timeout_seconds = models.PositiveIntegerField()
+    # TASK jobs: the DEP 14 queue name and priority (-100..100) they were enqueued with;
+    # `priority` holds its 0-9 mapping, which is what dispatch orders by.
+    queue_name = models.CharField(max_length=100, default="default")
+    task_priority = models.SmallIntegerField(null=True, blank=True)
     submitted_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -4,8 +4,8 @@ API and the command line."""
 from __future__ import annotations
 
 from apps.core.timeutil import iso
-from apps.executor.models import ExecutionAttempt
-from apps.jobs.models import Job
+from apps.executor.models import AttemptOutcome, ExecutionAttempt
+from apps.jobs.models import Job, JobType
 from apps.scheduler.models import ExecutionStatus
 
 
@@ -22,15 +22,27 @@ def attempt_to_dict(attempt: ExecutionAttempt) -> dict:
     }
 
 
+def task_attempt_to_dict(attempt: ExecutionAttempt) -> dict:
+    """An attempt of a TASK job (§13): the fields of §8, plus its exception and result."""
+    return {
+        **attempt_to_dict(attempt),
+        "exceptionType": attempt.exception_type or None,
+        "traceback": attempt.traceback or None,
+        "result": attempt.result,
+    }
+
+
 def job_to_dict(job: Job, attempts: list[ExecutionAttempt]) -> dict:
     execution = job.execution
-    total_steps = len(job.steps)
+    is_task = job.job_type == JobType.TASK
     latest = attempts[-1] if attempts else None
+    # A task reports its own progress (context.report_progress); steps are simulation's.
+    total_steps = (latest.total_steps if latest else 0) if is_task else len(job.steps)
     steps_completed = latest.steps_completed if latest else 0
     is_pending = execution.status == ExecutionStatus.PENDING  # nextRunAt means nothing otherwise
     if execution.status == ExecutionStatus.COMPLETED:
         steps_completed = total_steps
-    return {
+    detail = {
         "jobId": str(job.id),
         "jobType": job.job_type,
         "status": execution.status,
@@ -46,5 +58,12 @@ def job_to_dict(job: Job, attempts: list[ExecutionAttempt]) -> dict:
         "startedAt": iso(execution.started_at),
         "finishedAt": iso(execution.finished_at),
         "progress": {"stepsCompleted": steps_completed, "totalSteps": total_steps},
-        "attempts": [attempt_to_dict(a) for a in attempts],
+        "attempts": [(task_attempt_to_dict if is_task else attempt_to_dict)(a) for a in attempts],
     }
+    if is_task:
+        # The return value of the attempt that succeeded; null until the job COMPLETED.
+        succeeded = [a for a in attempts if a.outcome == AttemptOutcome.SUCCESS]
+        completed = execution.status == ExecutionStatus.COMPLETED and succeeded
+        detail["result"] = succeeded[-1].result if completed else None
+        detail["queueName"] = job.queue_name
+    return detail

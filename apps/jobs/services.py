@@ -94,7 +94,7 @@ def _replay(job: Job, fingerprint: str) -> SubmitResult:
 def _job_create(spec: JobSpec, submitted_by, idempotency_key, fingerprint, trace_id) -> Job:
     job = Job.objects.create(
         job_type=spec.job_type,
-        instruction={"steps": spec.steps},
+        instruction=spec.instruction,
         trace_id=trace_id,
         idempotency_key=idempotency_key,
         request_fingerprint=fingerprint,
@@ -102,6 +102,8 @@ def _job_create(spec: JobSpec, submitted_by, idempotency_key, fingerprint, trace
         max_retries=spec.max_retries,
         run_at=spec.run_at,
         timeout_seconds=spec.timeout_seconds,
+        queue_name=spec.queue_name,
+        task_priority=spec.task_priority,
         submitted_by=submitted_by,
     )
     job.execution = execution_create(

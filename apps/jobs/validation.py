@@ -17,8 +17,9 @@ from urllib.parse import urlparse
 from django.conf import settings
 
 from apps.core.errors import InvalidBatch, InvalidRequest
+from apps.tasks.payload import validate_task_payload
 
-JOB_TYPES = ("SIMULATION",)
+JOB_TYPES = ("SIMULATION", "TASK")
 MAX_DURATION_MS = 600_000
 MAX_ITERATIONS = 100_000_000
 MAX_MESSAGE_CHARS = 1000
@@ -34,13 +35,29 @@ class JobSpec:
     priority: int
     run_at: datetime | None
     timeout_seconds: int
+    # TASK jobs (ARCHITECTURE §13): the validated {"task", "args", "kwargs"}, and the DEP 14
+    # queue name and priority (-100..100) of a task enqueued from Python.
+    task: dict | None = None
+    queue_name: str = "default"
+    task_priority: int | None = None
+
+    @property
+    def instruction(self) -> dict:
+        """What the Job stores and the executor runs."""
+        return self.task if self.task is not None else {"steps": self.steps}
 
     def fingerprint(self) -> str:
         """Stable hash of what was asked for: the same request twice has the same fingerprint."""
         data = asdict(self)
         data["run_at"] = self.run_at.isoformat() if self.run_at else None
+        for name, default in TASK_FIELD_DEFAULTS.items():
+            if data[name] == default:  # so a simulation job's fingerprint stays what it was
+                del data[name]
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+TASK_FIELD_DEFAULTS = {"task": None, "queue_name": "default", "task_priority": None}
 
 
 def _type_name(value: Any) -> str:
@@ -178,7 +195,10 @@ def parse_job_request(body: Any) -> JobSpec:
     job_type = body["jobType"]
     if job_type not in JOB_TYPES:
         raise InvalidRequest(f"jobType must be one of {', '.join(JOB_TYPES)}, got {job_type!r}")
-    steps = validate_steps(body["payload"])
+    if job_type == "TASK":
+        steps, task = [], validate_task_payload(body["payload"])
+    else:
+        steps, task = validate_steps(body["payload"]), None
 
     def optional_int(name: str, default: int, low: int, high: int) -> int:
         value = body.get(name)
@@ -187,6 +207,7 @@ def parse_job_request(body: Any) -> JobSpec:
     return JobSpec(
         job_type=job_type,
         steps=steps,
+        task=task,
         max_retries=optional_int(
             "maxRetryCount",
             settings.JOBWEAVER_DEFAULT_MAX_RETRY_COUNT,

@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class ExamplesConfig(AppConfig):
+    """Example Python tasks (ARCHITECTURE §13), used by the quick start, the docs and the tests."""
+
+    name = "apps.examples"
+    verbose_name = "Example tasks"

@@ -1,0 +1,214 @@
+"""Running a TASK job's Python function inside an attempt (ARCHITECTURE §13).
+
+Why the function runs in a thread of its own. Everything an attempt guarantees — its lease is
+renewed, a cancel request is noticed within CANCEL_POLL_SECONDS, the timeout ends it at the
+deadline, a shutdown releases it — lives in `AttemptRunner.checkpoint`, which simulation steps
+call between and inside steps. A plain Python function never calls it. So the function runs in
+a thread started for it, and the attempt's own thread (the Celery pool thread that holds the
+delivery) waits for it in short slices, calling `checkpoint` between slices exactly as a SLEEP
+step does. When `checkpoint` ends the attempt — timeout, cancellation, lost lease, shutdown —
+the runner records that ending at once ("timed out after N s" at the deadline, not whenever the
+function returns) and raises the stop flag that the function sees through its context
+(`context.is_cancelled()`), so a cooperative task stops within a slice.
+
+Python cannot kill a thread. A function that ignores the flag runs on until it returns, and
+what it returns is discarded: its attempt is closed and the execution's fencing token has moved
+on (to nobody, or to the next attempt), so an outcome offered for it would be refused by
+`attempt_finish` — the same fence that refuses a worker whose lease was rescued. The discard is
+logged. The alternatives were worse: a process per attempt could be killed but costs a fork and
+a Django start-up per task and loses the worker's connections; SIGALRM works only in a
+process's main thread, and Celery's `threads` pool runs attempts in worker threads.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import traceback as tb
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.db import connections
+
+from apps.core.errors import InvalidRequest
+from apps.executor.engine import SLICE_SECONDS, StepContext, StepFailed
+from apps.executor.selectors import attempts_for_jobs
+from apps.executor.services import ClaimedAttempt
+from apps.jobs.selectors import job_get
+from apps.tasks.backend import JobWeaverBackend, jobweaver_backend
+from apps.tasks.compat import Task, TaskResult, task_finished, task_started
+from apps.tasks.context import JobWeaverTaskContext
+from apps.tasks.exceptions import NonRetryableError, TaskTimedOut
+from apps.tasks.payload import json_only
+from apps.tasks.registry import registry_get
+
+logger = logging.getLogger(__name__)
+
+MAX_ERROR_CHARS = 1000
+MAX_TRACEBACK_CHARS = 4000
+
+
+class TaskRaised(StepFailed):
+    """The task's attempt failed with this exception (recorded as its type and traceback)."""
+
+    def __init__(self, message: str, *, exception_type: str, traceback: str, retryable: bool):
+        super().__init__(message, retryable=retryable)
+        self.exception_type = exception_type
+        self.traceback = traceback
+
+
+def recorded_exception(failure: StepFailed) -> dict:
+    """The attempt fields a failure records beyond its message (a task's exception)."""
+    if isinstance(failure, TaskRaised):
+        return {"exception_type": failure.exception_type, "traceback": failure.traceback}
+    return {}
+
+
+def class_path(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def shorten(text: str, limit: int) -> str:
+    """The end of `text` (where a traceback names the failing line), at most `limit` chars."""
+    if len(text) <= limit:
+        return text
+    return f"[{len(text) - limit} characters cut]\n{text[-limit:]}"
+
+
+def _failure(exc: BaseException) -> TaskRaised:
+    message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return TaskRaised(
+        shorten(message, MAX_ERROR_CHARS),
+        exception_type=class_path(type(exc)),
+        traceback=shorten("".join(tb.format_exception(exc)), MAX_TRACEBACK_CHARS),
+        retryable=not isinstance(exc, NonRetryableError),
+    )
+
+
+class _TaskCall:
+    """The function running in its own thread; what it returned or raised, once `done`."""
+
+    def __init__(self, task: Task, args: list, kwargs: dict, context: JobWeaverTaskContext | None):
+        self.task, self.args, self.kwargs, self.context = task, args, kwargs, context
+        self.done = threading.Event()
+        self.stop = context.stop_requested if context else threading.Event()
+        self.value: Any = None
+        self.exception: BaseException | None = None
+        self.abandoned_because = ""
+
+    def run(self) -> None:
+        try:
+            if self.context is not None:
+                self.value = self.task.call(self.context, *self.args, **self.kwargs)
+            else:
+                self.value = self.task.call(*self.args, **self.kwargs)
+        except BaseException as exc:  # noqa: BLE001 - every exception is the attempt's outcome
+            self.exception = exc
+        finally:
+            connections.close_all()  # this thread's own connections, if the task used the ORM
+            self.done.set()
+            if self.abandoned_because:
+                logger.warning(
+                    "task %s returned after its attempt ended (%s); its %s is discarded",
+                    self.task.module_path,
+                    self.abandoned_because,
+                    "exception" if self.exception is not None else "result",
+                )
+
+    def abandon(self, reason: str) -> None:
+        self.abandoned_because = reason
+        self.stop.set()
+
+
+def run_task(
+    claimed: ClaimedAttempt, ctx: StepContext, on_progress: Callable[[int, int], None]
+) -> Any:
+    """Call the claimed TASK job's function under the attempt's checkpoints and return its
+    value (JSON). Raises TaskRaised when it raised, timed out or returned something that is
+    not JSON; AttemptStopped / AttemptReleased pass through from `ctx.checkpoint`."""
+    path = claimed.task["task"]
+    registered = registry_get(path)
+    if registered is None:  # validated on submit: the code deployed here differs
+        raise TaskRaised(
+            f"task {path} is not registered in this worker",
+            exception_type=class_path(LookupError),
+            traceback="",
+            retryable=False,
+        )
+    backend = jobweaver_backend()
+    task_result = _task_result(backend, claimed.job_id)
+    context = None
+    call_progress: list[tuple[int, int]] = []
+    if registered.takes_context:
+        context = JobWeaverTaskContext(
+            task_result=task_result,
+            stop_requested=threading.Event(),
+            progress_sink=lambda done, total: call_progress.append((done, total)),
+        )
+    call = _TaskCall(registered, claimed.task["args"], claimed.task["kwargs"], context)
+    _announce(task_started, backend, task_result)
+    thread = threading.Thread(target=call.run, name=f"task-{str(claimed.job_id)[:8]}", daemon=True)
+    thread.start()
+    reported: tuple[int, int] | None = None
+    try:
+        while not call.done.wait(SLICE_SECONDS):
+            ctx.checkpoint()
+            if call_progress and call_progress[-1] != reported:
+                reported = call_progress[-1]
+                on_progress(*reported)
+    except StepFailed as failure:  # the timeout: the attempt ends at the deadline
+        call.abandon("timed out")
+        raise TaskRaised(
+            failure.message,
+            exception_type=class_path(TaskTimedOut),
+            traceback=f"{class_path(TaskTimedOut)}: {failure.message}\n",
+            retryable=failure.retryable,
+        ) from None
+    except BaseException as stop:  # cancelled, lease lost, shutting down
+        call.abandon(str(stop) or type(stop).__name__)
+        raise
+    if call_progress and call_progress[-1] != reported:
+        on_progress(*call_progress[-1])
+    if call.exception is not None:
+        raise _failure(call.exception)
+    return _json_result(call.value)
+
+
+def _json_result(value: Any) -> Any:
+    """The return value as JSON, within JOBWEAVER_TASK_MAX_RESULT_BYTES, or a failure."""
+    try:
+        value = json_only(value, "the return value")
+    except InvalidRequest as exc:
+        raise _failure(TypeError(exc.message)) from None
+    size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+    limit = settings.JOBWEAVER_TASK_MAX_RESULT_BYTES
+    if size > limit:
+        raise _failure(ValueError(f"the return value is {size} bytes as JSON; at most {limit}"))
+    return value
+
+
+def _task_result(backend: JobWeaverBackend, job_id: uuid.UUID) -> TaskResult:
+    job = job_get(job_id=job_id)
+    return backend.result_for_job(job, attempts_for_jobs(job_ids=[job.id])[job.id])
+
+
+def announce_finished(claimed: ClaimedAttempt) -> None:
+    """Send `task_finished` once the attempt's ending committed, with the result as it now
+    stands (SUCCESSFUL, FAILED, or READY again when a retry is due). A receiver that raises
+    is logged, never allowed to disturb the worker."""
+    backend = jobweaver_backend()
+    try:
+        task_result = _task_result(backend, claimed.job_id)
+    except Exception:
+        logger.warning("task_finished for job %s not sent", claimed.job_id, exc_info=True)
+        return
+    _announce(task_finished, backend, task_result)
+
+
+def _announce(signal, backend: JobWeaverBackend, task_result: TaskResult) -> None:
+    for receiver, response in signal.send_robust(type(backend), task_result=task_result):
+        if isinstance(response, Exception):
+            logger.warning("task signal receiver %r raised %r", receiver, response)

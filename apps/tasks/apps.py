@@ -1,0 +1,15 @@
+from django.apps import AppConfig
+
+from apps.tasks.registry import registry_build
+
+
+class TasksConfig(AppConfig):
+    """JobWeaver as a backend of Django's Tasks framework (ARCHITECTURE §13)."""
+
+    name = "apps.tasks"
+    label = "jobweaver_tasks"  # "tasks" would read like the framework's own app
+    verbose_name = "Python tasks"
+
+    def ready(self) -> None:
+        # Every app's models are loaded by now, so tasks modules may import them freely.
+        registry_build()
