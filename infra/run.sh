@@ -31,7 +31,7 @@ cat <<MSG
 
   JobWeaver is starting:
     admin  http://127.0.0.1:8000/admin/   login: admin / admin
-    API    http://127.0.0.1:8000/api/jobs (token: python manage.py drf_create_token admin)
+    API    http://127.0.0.1:8000/api/jobs (token: printed above; more: manage.py create_api_token admin --name N)
   Ctrl-C stops everything.
 
 MSG

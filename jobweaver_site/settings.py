@@ -33,12 +33,12 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     # The OpenAPI schema (/api/schema/) and Swagger UI (/api/docs/) served from our own static
     # files (the sidecar), never a CDN.
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_celery_beat",
+    "apps.accounts",
     "apps.jobs",
     "apps.scheduler",
     "apps.executor",
@@ -108,12 +108,24 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": env.int("JOBWEAVER_PASSWORD_MIN_LENGTH", default=12)},
+    },
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        # `Authorization: Token <key>` against hashed, named, revocable tokens (apps/accounts).
+        "apps.accounts.authentication.ApiTokenAuthentication",
+        # The admin's session; DRF enforces CSRF on it for unsafe methods.
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

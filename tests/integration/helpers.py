@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import uuid
 
-from django.contrib.auth import get_user_model
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from apps.accounts.tests.helpers import SUBMITTER, make_user, token_for
 from apps.executor.models import ExecutionAttempt
 from apps.scheduler.models import JobExecution
 from tests.stack import wait_for
@@ -17,12 +16,11 @@ TERMINAL = {"COMPLETED", "FAILED", "CANCELLED"}
 
 
 def token_client(*, staff: bool = False) -> APIClient:
-    """An API client authenticated the way real clients are: `Authorization: Token <key>`."""
-    user = get_user_model().objects.create_user(
-        f"user-{uuid.uuid4().hex[:8]}", password="pw", is_staff=staff
-    )
+    """An API client authenticated the way real clients are: `Authorization: Token <key>`, as
+    a new user who may submit, retry and cancel their own jobs."""
+    user = make_user(None, *SUBMITTER, is_staff=staff)
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token_for(user)}")
     return client
 
 

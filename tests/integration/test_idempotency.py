@@ -9,11 +9,10 @@ import uuid
 from collections import Counter
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import connection
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from apps.accounts.tests.helpers import SUBMITTER, make_user, token_for
 from apps.executor.models import ExecutionAttempt
 from apps.jobs.models import Job
 from apps.outbox.models import OutboxEvent
@@ -25,8 +24,8 @@ REQUESTS = 50
 
 
 def user_with_token() -> tuple[object, str]:
-    user = get_user_model().objects.create_user(f"user-{uuid.uuid4().hex[:8]}", password="pw")
-    return user, Token.objects.create(user=user).key
+    user = make_user(None, *SUBMITTER)
+    return user, token_for(user)
 
 
 def post_job(token: str, body: dict, key: str):

@@ -1,12 +1,15 @@
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from rest_framework.authtoken.models import Token
 
+from apps.accounts.services import api_token_rotate
 from apps.core.commands import EXIT_FAILED, CommandExit, JobWeaverCommand
 
 
 class Command(JobWeaverCommand):
-    help = "Dev stack only: create the demo superuser admin/admin (and its API token) if missing."
+    help = (
+        "Dev stack only: create the demo superuser admin/admin if missing, and print a fresh "
+        "API token for it (the previous demo token is revoked: keys are stored hashed)."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--username", default="admin")
@@ -24,5 +27,6 @@ class Command(JobWeaverCommand):
                 username, f"{username}@example.com", password
             )
             self.stdout.write(f"created superuser {username}")
-        token, _ = Token.objects.get_or_create(user=user)
-        self.stdout.write(f"demo login: {username} / {password}   API token: {token.key}")
+        # Only a hash of a key is kept, so the old demo key cannot be shown again: replace it.
+        key = api_token_rotate(user=user, name="demo").key
+        self.stdout.write(f"demo login: {username} / {password}   API token: {key}")

@@ -1,0 +1,39 @@
+"""API tokens: named, revocable, optionally expiring, and stored only as a hash.
+
+The key itself is shown once, when it is created (`manage.py create_api_token`); the database
+keeps its SHA-256, so a copy of the database or an admin page never discloses a usable token.
+A plain hash suffices (no slow KDF): keys are 256 random bits, not guessable passwords.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class ApiToken(models.Model):
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100, help_text="what the token is for, e.g. 'ci-deploy'")
+    # The key's first characters, to tell tokens apart in lists and logs; never enough to use.
+    prefix = models.CharField(max_length=16, editable=False)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            # A name stays free for a replacement once its token is revoked.
+            models.UniqueConstraint(
+                fields=["user", "name"],
+                condition=models.Q(revoked_at__isnull=True),
+                name="api_token_live_name_per_user",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"

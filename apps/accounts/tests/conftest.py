@@ -1,0 +1,2 @@
+# The jobs app's fixture that runs a management command as manage.py does.
+from apps.jobs.tests.conftest import run_command  # noqa: F401
