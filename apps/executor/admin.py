@@ -31,6 +31,8 @@ class ExecutionAttemptAdmin(ExactSearchMixin, ReadOnlyAdmin):
         (None, {"fields": ["event_id", "job", "attempt", "trace_id", "worker_id", "outcome"]}),
         ("Progress", {"fields": ["started_at", "finished_at", "progress", "error_message"]}),
         ("Log", {"fields": ["log_lines"]}),
+        # A Python task's attempt (ARCHITECTURE §13): its return value, or its exception.
+        ("Task", {"fields": ["result", "exception_type", "traceback"]}),
     ]
     readonly_fields = ["progress"]
 

@@ -19,8 +19,8 @@ from django.utils.html import format_html
 from apps.core.admin_tools import ExactSearchMixin
 from apps.core.errors import InvalidStateTransition, JobNotFound
 from apps.core.timeutil import iso
-from apps.executor.models import ExecutionAttempt
-from apps.jobs.models import Job
+from apps.executor.models import AttemptOutcome, ExecutionAttempt
+from apps.jobs.models import Job, JobType
 from apps.jobs.services import job_cancel, job_retry
 from apps.scheduler.models import JobExecution
 
@@ -90,6 +90,7 @@ class AttemptInline(ReadOnlyInline, admin.TabularInline):
         "finished",
         "progress",
         "error_message",
+        "exception_type",
     ]
     ordering = ["attempt"]
     started = utc_time("started_at", "started at")
@@ -134,10 +135,10 @@ class JobAdmin(ExactSearchMixin, admin.ModelAdmin):
     fieldsets = [
         (None, {"fields": ["id", "job_type", "priority", "trace_id"]}),
         ("Limits", {"fields": ["max_retries", "timeout_seconds", "run_at"]}),
-        ("Steps", {"fields": ["steps_json"]}),
+        ("What to run", {"fields": ["steps_json", "task_result", "queue_name", "task_priority"]}),
         ("Submission", {"fields": ["submitted_by", "idempotency_key", "created_at", "updated_at"]}),
     ]
-    readonly_fields = ["steps_json"]
+    readonly_fields = ["steps_json", "task_result"]
     inlines = [ExecutionInline, AttemptInline]
 
     # --- read-only: jobs come from the submission service and change through the scheduler -----
@@ -172,9 +173,22 @@ class JobAdmin(ExactSearchMixin, admin.ModelAdmin):
         execution = _execution(job)
         return execution.attempt_count if execution else "-"
 
-    @admin.display(description="steps")
+    @admin.display(description="payload")
     def steps_json(self, job: Job) -> str:
-        return format_html("<pre>{}</pre>", json.dumps(job.steps, indent=2, ensure_ascii=False))
+        """A simulation's steps, or a Python task's {"task", "args", "kwargs"} (§13)."""
+        shown = job.instruction if job.job_type == JobType.TASK else job.steps
+        return format_html("<pre>{}</pre>", json.dumps(shown, indent=2, ensure_ascii=False))
+
+    @admin.display(description="result")
+    def task_result(self, job: Job) -> str:
+        """A TASK job's return value, recorded with its successful attempt."""
+        if job.job_type != JobType.TASK:
+            return "-"
+        succeeded = job.attempts.filter(outcome=AttemptOutcome.SUCCESS).order_by("-attempt")
+        attempt = succeeded.first()
+        if attempt is None:
+            return "-"
+        return format_html("<pre>{}</pre>", json.dumps(attempt.result, indent=2))
 
     # --- search -------------------------------------------------------------------------------
 

@@ -146,13 +146,15 @@ def job_submit_batch(
     jobs = Job.objects.bulk_create(
         Job(
             job_type=spec.job_type,
-            instruction={"steps": spec.steps},
+            instruction=spec.instruction,
             trace_id=shared_trace_id or uuid.uuid4().hex,
             request_fingerprint=spec.fingerprint(),
             priority=spec.priority,
             max_retries=spec.max_retries,
             run_at=spec.run_at,
             timeout_seconds=spec.timeout_seconds,
+            queue_name=spec.queue_name,
+            task_priority=spec.task_priority,
             submitted_by=submitted_by,
         )
         for spec in specs

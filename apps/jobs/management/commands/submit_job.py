@@ -126,6 +126,25 @@ class Command(JobWeaverCommand):
             "--file", metavar="PATH", help="JSON request body as for POST /api/jobs; - for stdin"
         )
         source.add_argument("--payload", metavar="JSON", help='the payload: {"steps": [...]}')
+        source.add_argument(
+            "--task",
+            metavar="PATH",
+            help="run a registered Python task (ARCHITECTURE §13), e.g. apps.examples.tasks.add",
+        )
+        task_arguments = parser.add_argument_group("task arguments (with --task)")
+        # Not dest "args": Django's command runner takes that one for positional arguments.
+        task_arguments.add_argument(
+            "--args",
+            dest="task_args",
+            metavar="JSON",
+            help="positional arguments, a JSON array, e.g. '[2, 3]'",
+        )
+        task_arguments.add_argument(
+            "--kwargs",
+            dest="task_kwargs",
+            metavar="JSON",
+            help='keyword arguments, a JSON object, e.g. {"b": 3}',
+        )
         steps = parser.add_argument_group("steps (repeatable; run in the order given)")
         for flag, value_type, metavar, help_text in (
             ("--sleep", int, "MS", "SLEEP for MS milliseconds"),
@@ -212,6 +231,8 @@ class Command(JobWeaverCommand):
             raise CommandExit(f"stopped waiting; job {job.id} carries on", returncode=130) from None
         if options["json"]:
             self._print_json(detail)
+        elif detail["status"] == ExecutionStatus.COMPLETED and "result" in detail:
+            self.stdout.write(f"result: {json.dumps(detail['result'])}")  # a TASK job's
         if detail["status"] != ExecutionStatus.COMPLETED:
             reason = f": {detail['lastError']}" if detail["lastError"] else ""
             raise CommandExit(
@@ -263,7 +284,14 @@ class Command(JobWeaverCommand):
             raise CommandExit(
                 "give the steps either as --file/--payload or as step flags, not both"
             )
-        if options["file"] is not None:
+        task_arguments = (options["task_args"], options["task_kwargs"])
+        if options["task"] is None and task_arguments != (None, None):
+            raise CommandExit("--args and --kwargs go with --task")
+        if options["task"] is not None:
+            if flag_steps:
+                raise CommandExit("give either --task or step flags, not both")
+            body = {"jobType": "TASK", "payload": self._task_payload(options)}
+        elif options["file"] is not None:
             source = "standard input" if options["file"] == "-" else options["file"]
             body = loads_strict(_read_file(options["file"]), source=source)
         elif options["payload"] is not None:
@@ -289,6 +317,17 @@ class Command(JobWeaverCommand):
             return parse_job_request(body)
         except InvalidRequest as exc:
             raise InvalidRequest(self._name_the_flag(exc.message, flag_steps, overridden)) from None
+
+    @staticmethod
+    def _task_payload(options) -> dict:
+        """The TASK payload of --task, --args and --kwargs (validated by parse_job_request)."""
+        payload: dict = {"task": options["task"]}
+        for name in ("args", "kwargs"):
+            raw = options[f"task_{name}"]
+            if raw is not None:
+                _check_size(raw.encode(), f"--{name}")
+                payload[name] = loads_strict(raw, source=f"--{name}")
+        return payload
 
     @staticmethod
     def _name_the_flag(message: str, flag_steps: list, overridden: dict) -> str:
