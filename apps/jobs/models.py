@@ -39,6 +39,12 @@ class Job(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        # The API's authorization (ARCHITECTURE §8): add_job submits, change_job retries and
+        # cancels, each on one's own jobs only, unless one may see every user's jobs.
+        permissions = [
+            ("view_all_jobs", "Can see, retry and cancel every user's jobs in the API"),
+            ("submit_high_priority", "Can submit jobs above the priority threshold"),
+        ]
         constraints = [
             # One job per (user, key); CLI submissions without a user share one scope.
             models.UniqueConstraint(

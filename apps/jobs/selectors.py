@@ -24,15 +24,20 @@ def parse_job_id(raw: str | uuid.UUID) -> uuid.UUID:
         raise JobNotFound(f"Job {raw} not found", job_id=raw) from None
 
 
+VIEW_ALL_JOBS = "jobs.view_all_jobs"
+
+
 def _visible_jobs(user) -> QuerySet[Job]:
+    """Jobs `user` may see: their own, or all with `jobs.view_all_jobs` (staff status alone
+    grants nothing). `user=None` is a trusted caller (the CLI, the admin's actions): all."""
     jobs = Job.objects.select_related("execution")
-    if user is not None and not (user.is_staff or user.is_superuser):
+    if user is not None and not user.has_perm(VIEW_ALL_JOBS):
         jobs = jobs.filter(submitted_by=user)
     return jobs
 
 
 def job_get(*, job_id: str | uuid.UUID, user=None) -> Job:
-    """A job visible to `user` (staff see all; others their own), or JobNotFound."""
+    """A job visible to `user` (see `_visible_jobs`), or JobNotFound."""
     parsed = parse_job_id(job_id)
     job = _visible_jobs(user).filter(id=parsed).first()
     if job is None:

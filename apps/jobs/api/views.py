@@ -18,6 +18,7 @@ from apps.core.errors import InvalidRequest, PayloadTooLarge
 from apps.core.jsonutil import loads_strict
 from apps.executor.selectors import attempts_for_jobs
 from apps.jobs.api import schema
+from apps.jobs.api.permissions import HasOperationPermission
 from apps.jobs.representation import job_to_dict
 from apps.jobs.selectors import job_attempts, job_detail, job_get, job_list, job_stats
 from apps.jobs.services import job_cancel, job_retry, job_submit, job_submit_batch
@@ -97,7 +98,18 @@ SUBMITTED_HEADERS = [
 ]
 
 
-class JobListCreateView(APIView):
+ADD_JOB = ("jobs.add_job",)
+CHANGE_JOB = ("jobs.change_job",)
+
+
+class JobView(APIView):
+    permission_classes = [HasOperationPermission]
+    required_permissions: dict[str, tuple[str, ...]] = {}
+
+
+class JobListCreateView(JobView):
+    required_permissions = {"POST": ADD_JOB}
+
     @extend_schema(
         operation_id="jobs_submit",
         summary="Submit a job",
@@ -160,7 +172,9 @@ class JobListCreateView(APIView):
         )
 
 
-class JobBatchView(APIView):
+class JobBatchView(JobView):
+    required_permissions = {"POST": ADD_JOB}
+
     @extend_schema(
         operation_id="jobs_submit_batch",
         summary="Submit up to JOBWEAVER_MAX_BATCH_JOBS jobs, all or none",
@@ -190,7 +204,7 @@ class JobBatchView(APIView):
 JOB_ERRORS = {**schema.NOT_FOUND, **schema.COMMON_ERRORS}
 
 
-class JobDetailView(APIView):
+class JobDetailView(JobView):
     @extend_schema(
         operation_id="jobs_detail",
         summary="A job with its attempts",
@@ -201,7 +215,7 @@ class JobDetailView(APIView):
         return Response(job_detail(job_id=job_id, user=request.user))
 
 
-class JobAttemptsView(APIView):
+class JobAttemptsView(JobView):
     @extend_schema(
         operation_id="jobs_attempts",
         summary="Every attempt of a job, oldest first",
@@ -212,7 +226,9 @@ class JobAttemptsView(APIView):
         return Response(job_attempts(job_id=job_id, user=request.user))
 
 
-class JobRetryView(APIView):
+class JobRetryView(JobView):
+    required_permissions = {"POST": CHANGE_JOB}
+
     @extend_schema(
         operation_id="jobs_retry",
         summary="Retry a FAILED or CANCELLED job with a fresh retry budget",
@@ -226,7 +242,9 @@ class JobRetryView(APIView):
         return Response(job_detail(job_id=job.id, user=request.user))
 
 
-class JobCancelView(APIView):
+class JobCancelView(JobView):
+    required_permissions = {"POST": CHANGE_JOB}
+
     @extend_schema(
         operation_id="jobs_cancel",
         summary="Cancel a job: at once when waiting, at its next checkpoint when running",
@@ -240,7 +258,7 @@ class JobCancelView(APIView):
         return Response(job_detail(job_id=job.id, user=request.user))
 
 
-class StatsView(APIView):
+class StatsView(JobView):
     @extend_schema(
         operation_id="stats",
         summary="Counts by status, dead letters, oldest due job, the last hour",

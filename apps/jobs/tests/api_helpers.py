@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
+from apps.accounts.tests.helpers import SUBMITTER
+from apps.accounts.tests.helpers import make_user as _make_user
 from apps.jobs.models import Job
 from apps.outbox.models import OutboxEvent
 from apps.scheduler.models import JobExecution
 
 
-def make_user(username: str, **extra):
-    return get_user_model().objects.create_user(username, password="pw", **extra)
-
-
-def api_client(username: str, **extra) -> APIClient:
-    """A client authenticated as a new user `username`."""
+def api_client(username: str, *permissions: str, **extra) -> APIClient:
+    """A client authenticated as a new user `username` holding `permissions` (by default what
+    a submitter holds: add, change and view their own jobs)."""
     client = APIClient()
-    client.force_authenticate(make_user(username, **extra))
+    client.force_authenticate(_make_user(username, *(permissions or SUBMITTER), **extra))
     return client
 
 

@@ -6,6 +6,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
+from apps.accounts.tests.helpers import SUBMITTER, grant
 from apps.jobs.models import Job
 from apps.outbox.models import OutboxEvent
 from apps.scheduler.models import JobExecution
@@ -15,7 +16,7 @@ VALID = {"jobType": "SIMULATION", "payload": {"steps": [{"action": "LOG", "messa
 
 @pytest.fixture
 def client(db):
-    user = get_user_model().objects.create_user("alice", password="pw")
+    user = grant(get_user_model().objects.create_user("alice", password="pw"), *SUBMITTER)
     api = APIClient()
     api.force_authenticate(user)
     return api

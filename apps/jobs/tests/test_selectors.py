@@ -9,6 +9,7 @@ import uuid
 import pytest
 from django.contrib.auth import get_user_model
 
+from apps.accounts.tests.helpers import grant
 from apps.core.errors import JobNotFound
 from apps.jobs.selectors import job_detail
 from apps.jobs.services import job_submit
@@ -65,17 +66,20 @@ def test_a_retried_then_completed_job_lists_its_attempts_oldest_first():
     assert ISO_MILLIS_UTC.match(detail["attempts"][1]["finishedAt"])
 
 
-def test_a_user_sees_only_their_own_jobs_and_staff_see_all():
+def test_a_user_sees_only_their_own_jobs_and_view_all_jobs_sees_all():
     users = get_user_model().objects
     owner, other = users.create_user("owner"), users.create_user("other")
-    staff = users.create_user("staff", is_staff=True)
+    # Staff status alone grants nothing; the permission does.
+    staff = grant(users.create_user("staff", is_staff=True), "jobs.view_all_jobs")
+    staff_only = users.create_user("staff-only", is_staff=True)
     body = {"jobType": "SIMULATION", "payload": {"steps": [{"action": "LOG", "message": "a"}]}}
     job = job_submit(spec=parse_job_request(body), submitted_by=owner).job
 
     assert job_detail(job_id=job.id, user=owner)["jobId"] == str(job.id)
     assert job_detail(job_id=job.id, user=staff)["jobId"] == str(job.id)
-    with pytest.raises(JobNotFound):
-        job_detail(job_id=job.id, user=other)
+    for stranger in (other, staff_only):
+        with pytest.raises(JobNotFound):
+            job_detail(job_id=job.id, user=stranger)
 
 
 @pytest.mark.parametrize("job_id", ["not-a-uuid", str(uuid.UUID(int=7))])

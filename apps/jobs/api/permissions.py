@@ -1,0 +1,26 @@
+"""Function-level authorization of the API (ARCHITECTURE §8): which model permission each
+operation needs. Object-level scoping (own jobs unless `jobs.view_all_jobs`) lives in the job
+selectors, so a job of another user is simply not found (404), never "forbidden" (which would
+confirm that it exists). Staff status grants nothing here: only permissions do."""
+
+from __future__ import annotations
+
+from rest_framework.permissions import BasePermission
+
+
+class HasOperationPermission(BasePermission):
+    """The view's `required_permissions` for the request's method, e.g.
+    `{"POST": ("jobs.add_job",)}`; methods not listed need only authentication."""
+
+    message = "You do not have permission to perform this action"
+
+    def has_permission(self, request, view) -> bool:
+        user = request.user
+        if user is None or not user.is_authenticated:
+            return False
+        needed = getattr(view, "required_permissions", {}).get(request.method, ())
+        if needed and not user.has_perms(needed):
+            missing = ", ".join(p for p in needed if not user.has_perm(p))
+            self.message = f"missing permission: {missing}"
+            return False
+        return True
