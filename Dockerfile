@@ -19,11 +19,15 @@ RUN pip install -r requirements.txt
 COPY manage.py ./
 COPY jobweaver_site ./jobweaver_site
 COPY apps ./apps
+COPY kombu_kafka ./kombu_kafka
 COPY templates ./templates
+# The admin's static files, served by WhiteNoise from the web process (DEBUG off).
+RUN DJANGO_SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput
 
 # The processes write nothing to disk (beat keeps its schedule in PostgreSQL).
 RUN useradd --system --uid 10001 --no-create-home jobweaver
 USER jobweaver
 
 EXPOSE 8000
-CMD ["python", "manage.py", "runserver", "0.0.0.0:8000", "--noreload", "--insecure"]
+ENV JOBWEAVER_WEB_BIND=0.0.0.0:8000
+CMD ["gunicorn", "-c", "jobweaver_site/gunicorn.conf.py", "jobweaver_site.wsgi"]

@@ -53,6 +53,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files (the admin's) from the web process itself, in the dev stack and in compose.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -82,7 +84,8 @@ TEMPLATES = [
 DATABASES = {
     "default": env.db("DATABASE_URL", default="postgres://jobweaver@127.0.0.1:54329/jobweaver"),
 }
-DATABASES["default"].setdefault("CONN_MAX_AGE", 0)
+# Connections are kept per thread (gunicorn's threads, Celery's threads) and checked before use.
+DATABASES["default"]["CONN_MAX_AGE"] = env.float("JOBWEAVER_DB_CONN_MAX_AGE_SECONDS", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # Bounded waits (ARCHITECTURE §4a): no session waits on a lock, runs a statement or sits idle
 # inside a transaction for longer than these, so a frozen process cannot pin a row.

@@ -153,6 +153,8 @@ class AttemptRunner:
 
     def on_step_done(self, count: int) -> None:
         self.steps_completed = count
+        if count == len(self.claimed.steps):
+            return  # the ending records the progress of the last step, in its transaction
         try:
             ledger.attempt_progress(
                 event_id=self.claimed.event_id, steps_completed=count, log_lines=self.ctx.log_lines

@@ -54,20 +54,15 @@ def attempt_start(
 ) -> ClaimedAttempt | None:
     """Claim the execution for this delivery (DISPATCHED → RUNNING) and open its attempt;
     `worker_id` is "<host>:<pid>:<thread>", its executor process the part before the last
-    colon. None for a stale or duplicate delivery (its event id is not the current token, or
-    it ran)."""
-    if ledger.attempt_exists(event_id=event_id):
-        logger.info(
-            "delivery %s of job %s already has its attempt; ignoring the duplicate",
-            event_id,
-            job_id,
-        )
-        return None
+    colon. None for a stale or duplicate delivery: the fence alone decides — a delivery that
+    already started finds its execution RUNNING or finished, or its token cleared."""
     execution = lifecycle.execution_start(
         job_id=job_id, event_id=event_id, worker_id=worker_id.rpartition(":")[0]
     )
     if execution is None:
-        logger.info("delivery %s of job %s is stale (fenced); ignoring it", event_id, job_id)
+        logger.info(
+            "delivery %s of job %s is stale or a duplicate (fenced); ignoring it", event_id, job_id
+        )
         return None
     job = execution.job
     ledger.attempt_open(

@@ -1,22 +1,25 @@
 """Writing domain events to the outbox and relaying them to Kafka.
 
-`outbox_enqueue` must be called inside the transaction that makes the state change; the event is
-relayed right after that transaction commits, and `outbox_relay_pending` (on the beat schedule)
-publishes anything left behind (a crash between commit and publish, Kafka down). Delivery is
-at-least-once: consumers de-duplicate by the `eventId` header.
+`outbox_enqueue` must be called inside the transaction that makes the state change. Once that
+transaction commits, it wakes this process's relay thread, which publishes everything pending
+in batches — off the request and task threads, so no request or attempt waits for Kafka — and
+`outbox_relay_pending` on the beat schedule publishes anything left behind (a crash between
+commit and publish, Kafka down). Each row is marked published by its own delivery report.
+Delivery is at-least-once: consumers de-duplicate by the `eventId` header.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import uuid
+import os
+import threading
 
-from confluent_kafka import KafkaException
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from apps.core.db import DATABASE_UNAVAILABLE
 from apps.core.kafka import event_producer, topic_name
 from apps.outbox.models import OutboxEvent
 
@@ -27,69 +30,56 @@ PUBLISH_TIMEOUT_SECONDS = 10.0
 
 
 def outbox_enqueue(*, topic: str, key: str, payload: dict, trace_id: str = "") -> OutboxEvent:
-    """Record an event in the current transaction and relay it once the transaction commits."""
+    """Record an event in the current transaction; it is relayed once the transaction commits."""
     event = OutboxEvent.objects.create(topic=topic, key=key, payload=payload, trace_id=trace_id)
-    transaction.on_commit(lambda: _relay_after_commit(event.id))
+    transaction.on_commit(relay_soon)
     return event
 
 
 def outbox_enqueue_many(*, topic: str, events: list[tuple[str, dict, str]]) -> int:
     """`outbox_enqueue` for many events of one topic, given as (key, payload, trace id): one
-    INSERT in the current transaction, relayed after commit. Returns how many were recorded."""
+    INSERT in the current transaction, one wake of the relay after commit. Returns the count."""
     rows = OutboxEvent.objects.bulk_create(
         OutboxEvent(topic=topic, key=key, payload=payload, trace_id=trace_id)
         for key, payload, trace_id in events
     )
-    ids = [row.id for row in rows]
-
-    def relay() -> None:
-        for start in range(0, len(ids), RELAY_BATCH_SIZE):
-            try:
-                outbox_relay_pending(event_ids=ids[start : start + RELAY_BATCH_SIZE])
-            except KafkaException as exc:
-                logger.warning("batch relay after commit failed (periodic relay retries): %s", exc)
-                return
-
-    transaction.on_commit(relay)
-    return len(ids)
+    transaction.on_commit(relay_soon)
+    return len(rows)
 
 
-def _relay_after_commit(event_id: uuid.UUID) -> None:
-    try:
-        outbox_relay_pending(event_ids=[event_id])
-    except KafkaException as exc:
-        # The periodic relay picks it up; the state change itself has committed.
-        logger.warning("outbox relay after commit failed, left for the periodic relay: %s", exc)
-
-
-def outbox_relay_pending(*, event_ids: list[uuid.UUID] | None = None) -> int:
-    """Publish unpublished events (all, or the given ones); returns how many were published.
+def outbox_relay_pending() -> int:
+    """Publish every unpublished event; returns how many were confirmed by the broker.
 
     Rows are claimed with FOR UPDATE SKIP LOCKED, so concurrent relays never publish the same
-    row at the same time; a row is marked published only after the broker confirmed it.
+    row at the same time; a row is marked published only after its own delivery report.
     """
     published = 0
     while True:
-        count = _relay_batch(event_ids)
-        published += count
-        if event_ids is not None or count < RELAY_BATCH_SIZE:
+        confirmed, claimed = _relay_batch()
+        published += confirmed
+        if claimed < RELAY_BATCH_SIZE or confirmed < claimed:
             return published
 
 
 @transaction.atomic
-def _relay_batch(event_ids: list[uuid.UUID] | None) -> int:
+def _relay_batch() -> tuple[int, int]:
+    """One batch: (confirmed, claimed)."""
     rows = OutboxEvent.objects.select_for_update(skip_locked=True).filter(published_at=None)
-    if event_ids is not None:
-        rows = rows.filter(id__in=event_ids)
     events = list(rows.order_by("created_at")[:RELAY_BATCH_SIZE])
     if not events:
-        return 0
+        return 0, 0
     producer = event_producer()
+    confirmed: list = []
     errors: list[str] = []
 
-    def on_delivery(err, msg):
-        if err is not None:
-            errors.append(str(err))
+    def report(event_id):
+        def on_delivery(err, msg):
+            if err is None:
+                confirmed.append(event_id)
+            else:
+                errors.append(str(err))
+
+        return on_delivery
 
     for event in events:
         producer.produce(
@@ -97,16 +87,56 @@ def _relay_batch(event_ids: list[uuid.UUID] | None) -> int:
             key=event.key.encode(),
             value=json.dumps(event.payload).encode(),
             headers={"eventId": str(event.id), "traceId": event.trace_id},
-            on_delivery=on_delivery,
+            on_delivery=report(event.id),
         )
-    remaining = producer.flush(PUBLISH_TIMEOUT_SECONDS)
-    ids = [event.id for event in events]
-    if remaining or errors:
+    producer.flush(PUBLISH_TIMEOUT_SECONDS)
+    if confirmed:
+        OutboxEvent.objects.filter(id__in=confirmed).update(published_at=timezone.now())
+    failed = [event.id for event in events if event.id not in set(confirmed)]
+    if failed:
         # Left unpublished for the next relay; a consumer may see some of them twice.
-        OutboxEvent.objects.filter(id__in=ids).update(publish_attempts=F("publish_attempts") + 1)
+        OutboxEvent.objects.filter(id__in=failed).update(publish_attempts=F("publish_attempts") + 1)
         logger.warning(
-            "outbox publish incomplete: %d unconfirmed, errors: %s", remaining, errors[:3]
+            "outbox publish incomplete: %d of %d unconfirmed, errors: %s",
+            len(failed),
+            len(events),
+            errors[:3],
         )
-        return 0
-    OutboxEvent.objects.filter(id__in=ids).update(published_at=timezone.now())
-    return len(events)
+    return len(confirmed), len(events)
+
+
+class _RelayThread(threading.Thread):
+    """This process's relay: woken after each commit that wrote events; one relay run
+    publishes everything pending, however many commits woke it."""
+
+    def __init__(self):
+        super().__init__(name="jobweaver-outbox-relay", daemon=True)
+        self.wake = threading.Event()
+
+    def run(self) -> None:
+        while True:
+            self.wake.wait()
+            self.wake.clear()
+            try:
+                outbox_relay_pending()
+            except DATABASE_UNAVAILABLE as exc:
+                logger.warning("outbox relay after commit failed, left for the beat relay: %s", exc)
+            except Exception:  # any broker error: the beat relay is the safety net
+                logger.warning("outbox relay after commit failed", exc_info=True)
+            finally:
+                connection.close()  # hold no database session while idle
+
+
+_relay_lock = threading.Lock()
+_relay: tuple[int, _RelayThread] | None = None
+
+
+def relay_soon() -> None:
+    """Wake this process's relay thread (started on first use, again after a fork)."""
+    global _relay
+    with _relay_lock:
+        if _relay is None or _relay[0] != os.getpid():
+            thread = _RelayThread()
+            thread.start()
+            _relay = (os.getpid(), thread)
+        _relay[1].wake.set()

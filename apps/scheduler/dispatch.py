@@ -28,7 +28,7 @@ from django.conf import settings
 from django.db import transaction
 
 import kombu_kafka
-from apps.core.kafka import RUN_JOB, topic_name
+from apps.core.kafka import RUN_JOB, event_producer, topic_name
 from apps.scheduler import flow, lifecycle
 
 logger = logging.getLogger(__name__)
@@ -70,6 +70,18 @@ def celery_publisher(messages: list[Delivery]) -> None:
                 headers=headers,
             )
         kombu_kafka.confirm_deliveries(producer.channel)
+
+
+def warm_up_publisher() -> None:
+    """Connect this process's run-job producer and the event producer ahead of the first
+    publish (a Kafka connection takes a few hundred milliseconds); best effort."""
+    try:
+        with current_app.producer_or_acquire() as producer:
+            # Declaring the queue creates the channel's Kafka clients and learns the topic.
+            producer.channel.queue_declare(queue=topic_name(RUN_JOB))
+        event_producer().list_topics(timeout=5)
+    except Exception:  # a cold start is only slower; the first publish reports real errors
+        logger.info("publisher warm-up failed", exc_info=True)
 
 
 def dispatch_due_jobs(

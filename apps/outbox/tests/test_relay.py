@@ -128,6 +128,10 @@ def test_a_rolled_back_transaction_leaves_no_event():
         marker = outbox_enqueue(topic=JOB_COMPLETED, key=key, payload={"n": 2})
 
     assert not OutboxEvent.objects.filter(id=rolled_back.id).exists()
+    deadline = time.monotonic() + READ_TIMEOUT_SECONDS
+    while OutboxEvent.objects.get(id=marker.id).published_at is None:  # relayed after commit
+        assert time.monotonic() < deadline, "the relay after commit did not publish"
+        time.sleep(0.05)
     assert outbox_relay_pending() == 0  # nothing left behind to relay either
     seen = read_events(JOB_COMPLETED, expected=[marker.id], watched=[rolled_back.id])
     assert str(rolled_back.id) not in seen
@@ -150,9 +154,13 @@ def broker(settings, monkeypatch):
 def test_events_left_by_a_broker_outage_are_published_by_a_later_relay(broker):
     broker(reachable=False)
     key = str(uuid.uuid4())
-    with transaction.atomic():  # the relay right after this commit fails: attempt 1
+    with transaction.atomic():  # the relay woken by this commit fails: attempt 1
         events = [outbox_enqueue(topic=JOB_CREATED, key=key, payload={"n": n}) for n in range(3)]
     ids = [event.id for event in events]
+    deadline = time.monotonic() + READ_TIMEOUT_SECONDS
+    while OutboxEvent.objects.filter(id__in=ids, publish_attempts=1).count() < 3:
+        assert time.monotonic() < deadline, "the relay after commit made no attempt"
+        time.sleep(0.05)
 
     assert outbox_relay_pending() == 0  # the periodic relay fails too: attempt 2
 

@@ -1,0 +1,43 @@
+"""The executor's hot path costs a fixed, small number of queries per job (issue "Fast"):
+claim, run and record one job, whatever the job and however many came before it."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from apps.executor.runner import attempt_execute
+from apps.scheduler.dispatch import dispatch_due_jobs
+from apps.scheduler.tests.factories import execution_of, live_executor, submitted_job
+
+# attempt_start: lock (with the job and the DB clock), UPDATE execution, INSERT attempt;
+# attempt_finish: lock, UPDATE execution, INSERT outbox event, NOTIFY the dispatcher,
+# UPDATE attempt. Progress of a last step is recorded by the ending, not on its own.
+QUERIES_PER_JOB = 8
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def dispatched(job) -> uuid.UUID:
+    sent: list = []
+    assert dispatch_due_jobs(job_ids=[job.id], publish=sent.extend) == [job.id]
+    return uuid.UUID(sent[0].event_id)
+
+
+@pytest.mark.parametrize("steps", [1, 1, 3])  # the same count the first time and after
+def test_claim_run_and_record_one_job_in_a_fixed_number_of_queries(steps):
+    job = submitted_job([{"action": "LOG", "message": f"step {n}"} for n in range(steps)])
+    live_executor()  # after the submit: its fast path finds no credit and publishes nothing
+    event_id = dispatched(job)
+
+    with CaptureQueriesContext(connection) as queries:
+        assert attempt_execute(job_id=job.id, event_id=event_id) == "SUCCESS"
+
+    assert execution_of(job.id).status == "COMPLETED"
+    statements = [q["sql"] for q in queries if q["sql"] not in ("BEGIN", "COMMIT")]
+    # Two transactions (claim, ending); each step before the last records its progress.
+    assert [q["sql"] for q in queries].count("BEGIN") == 2
+    assert len(statements) == QUERIES_PER_JOB + (steps - 1), [q[:80] for q in statements]
