@@ -1,0 +1,222 @@
+"""Python tasks through Django's Tasks API on real workers (ARCHITECTURE §13, issue 11): real
+PostgreSQL, real Kafka, real executor processes. Each test asserts only on its own jobs."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from datetime import timedelta
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from apps.core.kafka import JOB_DEAD_LETTER, common_config, topic_name
+from apps.examples.tasks import add, always_fails, flaky, sleep
+from apps.executor.models import ExecutionAttempt
+from apps.jobs.models import Job
+from apps.scheduler.models import JobExecution
+from apps.tasks.compat import TaskResultStatus, task_enqueued
+from apps.tasks.exceptions import TaskTimedOut
+from tests.integration.helpers import (
+    assert_invariants,
+    attempts_of,
+    wait_for_status,
+    worker_pid,
+)
+from tests.stack import wait_for
+
+pytestmark = [pytest.mark.integration]
+
+TIMED_OUT = "timed out after 1 s (timeoutSeconds)"
+CANARY = "apps.tasks.tests.unit.never_imported"
+
+
+def admin_client() -> APIClient:
+    user = get_user_model().objects.create_superuser(f"ops-{uuid.uuid4().hex[:8]}", "", "pw")
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def read_dead_letter(job_id: str, timeout: float = 60) -> dict:
+    """The DeadLetterEvent of `job_id` as published on Kafka (from the topic's beginning)."""
+    name = topic_name(JOB_DEAD_LETTER)
+    consumer = Consumer(
+        {
+            **common_config(),
+            "group.id": f"test-tasks-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        partitions = consumer.list_topics(name, timeout=10).topics[name].partitions
+        consumer.assign([TopicPartition(name, p, OFFSET_BEGINNING) for p in partitions])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            if message.error():
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise KafkaException(message.error())
+            if message.key() == job_id.encode():
+                return json.loads(message.value())
+        raise AssertionError(f"no DeadLetterEvent for job {job_id} on {name} in {timeout} s")
+    finally:
+        consumer.close()
+
+
+def test_add_enqueued_from_django_code_completes_with_its_return_value(stack, live_db):
+    enqueued = []
+
+    def on_enqueued(sender, task_result, **kwargs):
+        enqueued.append(task_result.id)
+
+    task_enqueued.connect(on_enqueued, weak=False, dispatch_uid="test-tasks-enqueued")
+    try:
+        result = add.enqueue(2, 3)
+    finally:
+        task_enqueued.disconnect(dispatch_uid="test-tasks-enqueued")
+    assert enqueued == [result.id]  # autocommit: announced at once
+
+    wait_for_status(result.id, "COMPLETED", timeout=60)
+
+    fetched = add.get_result(result.id)
+    assert (fetched.status, fetched.return_value, fetched.attempts) == (
+        TaskResultStatus.SUCCESSFUL,
+        5,
+        1,
+    )
+    [attempt] = attempts_of(result.id)
+    assert fetched.worker_ids == [attempt.worker_id]
+    assert worker_pid(attempt) in {executor.pid for executor in stack.executors}
+    result.refresh()
+    assert result.return_value == 5
+    detail = admin_client().get(f"/api/jobs/{result.id}").json()
+    assert (detail["jobType"], detail["status"], detail["result"]) == ("TASK", "COMPLETED", 5)
+    assert_invariants([result.id])
+
+
+def test_flaky_succeeds_on_its_second_attempt(stack, live_db):
+    result = flaky.enqueue(1)
+
+    wait_for_status(result.id, "COMPLETED", timeout=60)
+
+    first, second = attempts_of(result.id)
+    assert (first.outcome, second.outcome) == ("FAILURE", "SUCCESS")
+    assert first.exception_type == "builtins.RuntimeError"
+    assert first.error_message == "RuntimeError: flaky: attempt 1 of 1 failing on purpose"
+    assert "raise RuntimeError" in first.traceback
+    assert (first.result, second.result) == (None, "ok")
+    fetched = flaky.get_result(result.id)
+    assert (fetched.return_value, fetched.attempts) == ("ok", 2)
+    assert [error.exception_class for error in fetched.errors] == [RuntimeError]
+    assert_invariants([result.id])
+
+
+def test_always_fails_dead_letters_after_its_retries(stack, live_db):
+    result = always_fails.with_options(max_retries=1).enqueue("out of luck")
+
+    wait_for_status(result.id, "FAILED", timeout=60)
+
+    attempts = attempts_of(result.id)
+    assert [(a.outcome, a.error_message) for a in attempts] == [
+        ("FAILURE", "RuntimeError: out of luck")
+    ] * 2
+    dead_letter = read_dead_letter(result.id)
+    assert dead_letter["jobId"] == result.id
+    assert dead_letter["reason"] == "retries exhausted: RuntimeError: out of luck"
+    assert (dead_letter["finalRetryCount"], dead_letter["attempts"]) == (1, 2)
+    fetched = always_fails.get_result(result.id)
+    assert fetched.status == TaskResultStatus.FAILED
+    assert [error.exception_class for error in fetched.errors] == [RuntimeError, RuntimeError]
+    assert_invariants([result.id])
+
+
+def test_a_task_over_its_timeout_fails_at_the_deadline_and_its_late_result_is_ignored(
+    stack, live_db
+):
+    result = sleep.with_options(timeout_seconds=1, max_retries=0).enqueue(30)
+
+    wait_for_status(result.id, "FAILED", timeout=60)
+
+    [attempt] = attempts_of(result.id)
+    assert (attempt.outcome, attempt.error_message) == ("FAILURE", TIMED_OUT)
+    assert attempt.exception_type == f"{TaskTimedOut.__module__}.TaskTimedOut"
+    assert 1.0 <= (attempt.finished_at - attempt.started_at).total_seconds() < 3.0
+    # The function saw the stop flag and returned, after its attempt had ended: the worker
+    # says it discarded that result, and nothing of it reached the job.
+    executor = next(e for e in stack.executors if e.pid == worker_pid(attempt))
+    wait_for(
+        lambda: (
+            "apps.examples.tasks.sleep returned after its attempt ended (timed out)"
+            in executor.log_text()
+        ),
+        timeout=30,
+        message="the late return of the timed-out task",
+    )
+    attempt.refresh_from_db()
+    assert (attempt.outcome, attempt.result) == ("FAILURE", None)
+    execution = JobExecution.objects.get(job_id=result.id)
+    assert (execution.status, execution.attempt_count) == ("FAILED", 1)
+    assert sleep.get_result(result.id).errors[0].exception_class is TaskTimedOut
+    assert_invariants([result.id])
+
+
+def test_cancelling_a_running_sleep_task_stops_it_within_a_second(stack, live_db):
+    client = admin_client()
+    result = sleep.enqueue(60)
+    # Running, and has reported progress (so the function itself is under way).
+    wait_for(
+        lambda: ExecutionAttempt.objects.filter(
+            job_id=result.id, outcome="RUNNING", total_steps=60
+        ).exists(),
+        timeout=60,
+        message=f"task {result.id} to run",
+    )
+
+    requested_at = timezone.now()
+    response = client.post(f"/api/jobs/{result.id}/cancel")
+
+    assert response.status_code == 200, response.content
+    wait_for_status(result.id, "CANCELLED", timeout=10)
+    [attempt] = attempts_of(result.id)
+    stopped_after = (attempt.finished_at - requested_at).total_seconds()
+    print(f"\ncancel of a running sleep task: stopped {stopped_after:.2f} s after the request")
+    assert attempt.outcome == "CANCELLED"
+    assert stopped_after <= 1.0
+    assert sleep.get_result(result.id).status == TaskResultStatus.FAILED
+    assert_invariants([result.id])
+
+
+def test_run_after_defers_a_task(stack, live_db):
+    run_after = timezone.now() + timedelta(seconds=2)
+
+    result = add.using(run_after=run_after).enqueue(1, 1)
+
+    wait_for_status(result.id, "COMPLETED", timeout=60)
+    [attempt] = attempts_of(result.id)
+    assert attempt.started_at >= run_after
+    assert add.get_result(result.id).task.run_after == run_after
+
+
+@pytest.mark.parametrize("path", ["os.system", "apps.examples.tasks.nope", f"{CANARY}.boom"])
+def test_an_unregistered_path_over_the_api_is_a_400_and_persists_nothing(stack, live_db, path):
+    before = Job.objects.count()
+
+    response = admin_client().post(
+        "/api/jobs",
+        json.dumps({"jobType": "TASK", "payload": {"task": path, "args": ["id"]}}),
+        content_type="application/json",
+    )
+
+    assert response.status_code == 400, response.content
+    assert response.json()["errorCode"] == "API.INVALID_REQUEST"
+    assert Job.objects.count() == before
+    assert CANARY not in sys.modules
