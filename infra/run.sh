@@ -9,7 +9,13 @@ if (exec 3<>/dev/tcp/127.0.0.1/8000) 2>/dev/null; then
 fi
 
 # The dev stack runs with DEBUG on and a dev-only secret key; real deployments set env vars.
+# Settings read only the environment, never a file: this script exports the dev stack's .env
+# (and honcho passes it to the Procfile's processes).
 [ -f .env ] || printf 'DJANGO_DEBUG=1\n' >.env
+set -a
+# shellcheck disable=SC1091
+. ./.env
+set +a
 
 started=$(infra/stack.sh up)
 cleanup() {

@@ -1,5 +1,14 @@
-"""Liveness and readiness probes (no authentication)."""
+"""Liveness and readiness probes (no authentication).
 
+/readyz is cheap whoever calls it and however often: the Kafka probe (a metadata request over a
+new admin client) runs at most once per JOBWEAVER_READYZ_KAFKA_CACHE_SECONDS per process, with a
+short timeout, and concurrent callers share that one probe instead of each opening a client.
+"""
+
+import threading
+import time
+
+from django.conf import settings
 from django.db import connection
 from django.db.utils import DatabaseError
 from django.http import JsonResponse
@@ -7,6 +16,23 @@ from django.views.decorators.http import require_GET
 
 from apps.core.kafka import broker_reachable
 from apps.scheduler.flow import live_executors
+
+_kafka_lock = threading.Lock()
+_kafka_probe: tuple[float, bool] | None = None  # (monotonic time of the probe, reachable)
+
+
+def kafka_reachable() -> bool:
+    """The broker's reachability, probed at most once per cache period in this process."""
+    global _kafka_probe
+    with _kafka_lock:
+        now = time.monotonic()
+        if (
+            _kafka_probe is None
+            or now - _kafka_probe[0] >= settings.JOBWEAVER_READYZ_KAFKA_CACHE_SECONDS
+        ):
+            reachable = broker_reachable(timeout=settings.JOBWEAVER_READYZ_KAFKA_TIMEOUT_SECONDS)
+            _kafka_probe = (time.monotonic(), reachable)
+        return _kafka_probe[1]
 
 
 @require_GET
@@ -16,7 +42,7 @@ def healthz(request):
 
 @require_GET
 def readyz(request):
-    checks = {"postgresql": False, "kafka": broker_reachable(timeout=2.0)}
+    checks = {"postgresql": False, "kafka": kafka_reachable()}
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")

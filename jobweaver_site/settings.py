@@ -14,10 +14,9 @@ from django.core.exceptions import ImproperlyConfigured
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
-# `make run` writes a git-ignored .env for the dev stack (DJANGO_DEBUG=1); real environment
-# variables always win over it.
-environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
-
+# Only the real environment counts. The dev stack's scripts (infra/run.sh, infra/with-stack.sh)
+# export their git-ignored .env themselves: a stray .env in a working directory must never
+# switch DEBUG on in a real deployment.
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
 _DEV_SECRET = "dev-only-insecure-secret-key-change-me"
 SECRET_KEY = env.str("DJANGO_SECRET_KEY", default=_DEV_SECRET if DEBUG else "")
@@ -55,6 +54,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Static files (the admin's) from the web process itself, in the dev stack and in compose.
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Refuses oversized API bodies (413) before the session, CSRF or any parser reads them.
+    "apps.jobs.api.middleware.ApiBodyLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -191,6 +192,44 @@ JOBWEAVER_MAX_BATCH_REQUEST_BYTES = env.int(
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(
     JOBWEAVER_MAX_REQUEST_BYTES * 2, JOBWEAVER_MAX_BATCH_REQUEST_BYTES * 2, 2_621_440
 )
+# Strings may not hold control characters or lone surrogates; JSON may nest this deep at most.
+JOBWEAVER_MAX_JSON_DEPTH = env.int("JOBWEAVER_MAX_JSON_DEPTH", default=32)
+# runAt at most this far ahead; SLEEP + HTTP_CALL time of one job's steps at most this long.
+JOBWEAVER_MAX_RUN_AT_DAYS = env.float("JOBWEAVER_MAX_RUN_AT_DAYS", default=3650)
+JOBWEAVER_MAX_SIMULATED_SECONDS_PER_JOB = env.float(
+    "JOBWEAVER_MAX_SIMULATED_SECONDS_PER_JOB", default=3600
+)
+JOBWEAVER_MAX_IDEMPOTENCY_KEY_CHARS = env.int("JOBWEAVER_MAX_IDEMPOTENCY_KEY_CHARS", default=255)
+# Fairness (OWASP API4): per user, at most RATE submission requests per WINDOW seconds (429 with
+# Retry-After), at most this many jobs waiting or running, and priorities above the threshold
+# only with the jobs.submit_high_priority permission.
+JOBWEAVER_SUBMIT_THROTTLE_RATE = env.int("JOBWEAVER_SUBMIT_THROTTLE_RATE", default=120)
+JOBWEAVER_SUBMIT_THROTTLE_WINDOW_SECONDS = env.float(
+    "JOBWEAVER_SUBMIT_THROTTLE_WINDOW_SECONDS", default=60
+)
+JOBWEAVER_MAX_ACTIVE_JOBS_PER_USER = env.int("JOBWEAVER_MAX_ACTIVE_JOBS_PER_USER", default=10000)
+JOBWEAVER_PRIORITY_PERMISSION_ABOVE = env.int("JOBWEAVER_PRIORITY_PERMISSION_ABOVE", default=6)
+
+# --- HTTPS and cookies: on unless DEBUG (`manage.py check --deploy` is clean) -----------------
+# Behind a TLS-terminating proxy, trust its X-Forwarded-Proto (only if it always sets it).
+JOBWEAVER_SECURE_PROXY_SSL_HEADER = env.bool("JOBWEAVER_SECURE_PROXY_SSL_HEADER", default=False)
+if JOBWEAVER_SECURE_PROXY_SSL_HEADER:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env.bool("JOBWEAVER_SECURE_SSL_REDIRECT", default=not DEBUG)
+# The probes answer plain HTTP: load balancers and orchestrators call them from inside.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+SECURE_HSTS_SECONDS = env.int("JOBWEAVER_SECURE_HSTS_SECONDS", default=0 if DEBUG else 31536000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("JOBWEAVER_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
+SECURE_HSTS_PRELOAD = env.bool("JOBWEAVER_SECURE_HSTS_PRELOAD", default=True)
+SESSION_COOKIE_SECURE = env.bool("JOBWEAVER_SECURE_COOKIES", default=not DEBUG)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SECURE_CONTENT_TYPE_NOSNIFF = True
+
+# --- /readyz: cheap for anonymous callers -----------------------------------------------------
+JOBWEAVER_READYZ_KAFKA_TIMEOUT_SECONDS = env.float(
+    "JOBWEAVER_READYZ_KAFKA_TIMEOUT_SECONDS", default=1.0
+)
+JOBWEAVER_READYZ_KAFKA_CACHE_SECONDS = env.float("JOBWEAVER_READYZ_KAFKA_CACHE_SECONDS", default=5)
 
 # --- Python tasks through Django's Tasks API (ARCHITECTURE §13) -------------------------------
 # `@task` functions in installed apps' tasks modules run as TASK jobs. QUEUES are the queue

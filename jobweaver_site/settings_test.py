@@ -11,6 +11,8 @@ import uuid
 TEST_ENVIRONMENT = {
     "DJANGO_DEBUG": "0",
     "DJANGO_SECRET_KEY": "test-only-secret-key",
+    # The test client and the workers' probes speak plain HTTP to the app.
+    "JOBWEAVER_SECURE_SSL_REDIRECT": "0",
     "JOBWEAVER_KAFKA_TOPIC_PREFIX": f"test-{uuid.uuid4().hex[:8]}-",
     "JOBWEAVER_DISPATCH_INTERVAL_SECONDS": "0.25",
     "JOBWEAVER_OUTBOX_RELAY_INTERVAL_SECONDS": "1",

@@ -1,7 +1,8 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from apps.jobs.api import fallbacks
 from jobweaver_site import health
 
 urlpatterns = [
@@ -14,6 +15,11 @@ urlpatterns = [
         name="api-docs",
     ),
     path("api/", include("apps.jobs.api.urls")),
+    # Anything else under /api/ is the API's JSON 404, never Django's HTML page.
+    re_path(r"^api/", fallbacks.api_not_found),
     path("healthz", health.healthz),
     path("readyz", health.readyz),
 ]
+
+handler404 = fallbacks.not_found
+handler500 = fallbacks.server_error

@@ -37,3 +37,21 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+
+class SubmissionWindow(models.Model):
+    """How many submission requests a user made in one fixed window of
+    JOBWEAVER_SUBMIT_THROTTLE_WINDOW_SECONDS: the per-user throttle, kept in PostgreSQL so every
+    web process and thread counts against the same number."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    window_start = models.DateTimeField()
+    count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "window_start"], name="one_window_per_user")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} {self.window_start}: {self.count}"

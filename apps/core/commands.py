@@ -2,7 +2,8 @@
 
 Exit codes (ARCHITECTURE §9):
   0  done;
-  1  the job failed or its state does not allow the action (InvalidStateTransition, a job that
+  1  the job failed or its state does not allow the action (InvalidStateTransition, Forbidden,
+     QuotaExceeded, a job that
      ended FAILED or CANCELLED under --wait, a wait that timed out, violations found);
   2  bad input (InvalidRequest, PayloadTooLarge, JobNotFound, IdempotencyConflict, argparse
      usage errors): nothing was changed.
@@ -20,12 +21,14 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.core.errors import (
+    Forbidden,
     IdempotencyConflict,
     InvalidRequest,
     InvalidStateTransition,
     JobNotFound,
     JobWeaverError,
     PayloadTooLarge,
+    QuotaExceeded,
 )
 
 EXIT_OK = 0
@@ -35,6 +38,8 @@ EXIT_BAD_INPUT = 2
 # Domain errors a command reports as its outcome; any other error is a bug and propagates.
 EXIT_CODES: tuple[tuple[type[JobWeaverError], int], ...] = (
     (InvalidStateTransition, EXIT_FAILED),
+    (Forbidden, EXIT_FAILED),
+    (QuotaExceeded, EXIT_FAILED),
     (InvalidRequest, EXIT_BAD_INPUT),
     (PayloadTooLarge, EXIT_BAD_INPUT),
     (JobNotFound, EXIT_BAD_INPUT),

@@ -45,3 +45,21 @@ class InvalidBatch(InvalidRequest):
     def __init__(self, message: str, *, errors: list[dict]):
         super().__init__(message)
         self.errors = errors
+
+
+class Forbidden(JobWeaverError):
+    """Authenticated, but this user may not do this (a permission is missing)."""
+
+    error_code = "API.FORBIDDEN"
+    http_status = 403
+
+
+class QuotaExceeded(JobWeaverError):
+    """A per-user limit on submissions is reached; try again later."""
+
+    error_code = "API.THROTTLED"
+    http_status = 429
+
+    def __init__(self, message: str, *, retry_after: int | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after

@@ -52,6 +52,18 @@ def job_detail(*, job_id: str | uuid.UUID, user=None) -> dict:
     return job_to_dict(job, attempts_for_jobs(job_ids=[job.id])[job.id])
 
 
+def active_job_count(*, user) -> int:
+    """How many of `user`'s jobs wait or run (PENDING, DISPATCHED, RUNNING)."""
+    return Job.objects.filter(
+        submitted_by=user,
+        execution__status__in=[
+            ExecutionStatus.PENDING,
+            ExecutionStatus.DISPATCHED,
+            ExecutionStatus.RUNNING,
+        ],
+    ).count()
+
+
 def job_get_for_execution(*, job_id: uuid.UUID) -> Job:
     return Job.objects.get(id=job_id)
 

@@ -9,13 +9,14 @@ import uuid
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
-from apps.core.errors import IdempotencyConflict, InvalidRequest
+from apps.core.db import assert_in_transaction
+from apps.core.errors import Forbidden, IdempotencyConflict, InvalidRequest, QuotaExceeded
 from apps.core.kafka import JOB_CREATED
 from apps.core.timeutil import iso
 from apps.jobs.models import Job
-from apps.jobs.selectors import parse_job_id
+from apps.jobs.selectors import active_job_count, parse_job_id
 from apps.jobs.validation import JobSpec
 from apps.outbox.services import outbox_enqueue, outbox_enqueue_many
 from apps.scheduler.dispatch import dispatch_due_jobs, dispatch_job_now
@@ -25,7 +26,11 @@ from apps.scheduler.services import execution_cancel, execution_retry
 logger = logging.getLogger(__name__)
 
 TRACE_ID_PATTERN = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
-MAX_IDEMPOTENCY_KEY_CHARS = 255
+IDEMPOTENCY_KEY_PATTERN = re.compile(r"^[\x20-\x7e]+$")  # printable ASCII
+MAX_IDEMPOTENCY_KEY_CHARS = 255  # the column's width; the setting may only lower it
+HIGH_PRIORITY = "jobs.submit_high_priority"
+# pg_advisory_xact_lock(namespace, user id): one submitter's cap check at a time.
+ACTIVE_CAP_LOCK_NAMESPACE = 0x4A57
 
 
 @dataclass(frozen=True)
@@ -56,8 +61,8 @@ def job_submit(
     original job; the same key with a different request raises IdempotencyConflict.
     """
     trace_id = _clean_trace_id(trace_id)
-    if idempotency_key is not None and not (0 < len(idempotency_key) <= MAX_IDEMPOTENCY_KEY_CHARS):
-        raise InvalidRequest(f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY_CHARS} characters")
+    if idempotency_key is not None:
+        _check_idempotency_key(idempotency_key)
     fingerprint = spec.fingerprint()
     if idempotency_key is not None:
         existing = _job_by_idempotency_key(submitted_by, idempotency_key)
@@ -72,6 +77,42 @@ def job_submit(
             raise
         return _replay(existing, fingerprint)
     return SubmitResult(job=job, created=True)
+
+
+def _check_idempotency_key(key: str) -> None:
+    limit = min(settings.JOBWEAVER_MAX_IDEMPOTENCY_KEY_CHARS, MAX_IDEMPOTENCY_KEY_CHARS)
+    if not 0 < len(key) <= limit:
+        raise InvalidRequest(f"Idempotency-Key must be 1-{limit} characters, got {len(key)}")
+    if not IDEMPOTENCY_KEY_PATTERN.match(key):
+        raise InvalidRequest("Idempotency-Key must be printable ASCII")
+
+
+def _check_submission_allowed(specs: list[JobSpec], submitted_by) -> None:
+    """A user's submission limits (none for trusted callers: `submitted_by=None`): priorities
+    above JOBWEAVER_PRIORITY_PERMISSION_ABOVE need `jobs.submit_high_priority`, and at most
+    JOBWEAVER_MAX_ACTIVE_JOBS_PER_USER of the user's jobs may wait or run.
+
+    Must run inside the submit transaction: the advisory lock serializes one user's concurrent
+    submissions until commit, so the count it reads plus this submission never pass the cap.
+    """
+    if submitted_by is None:
+        return
+    threshold = settings.JOBWEAVER_PRIORITY_PERMISSION_ABOVE
+    highest = max(spec.priority for spec in specs)
+    if highest > threshold and not submitted_by.has_perm(HIGH_PRIORITY):
+        raise Forbidden(f"priority above {threshold} needs the {HIGH_PRIORITY} permission")
+    assert_in_transaction("the active-jobs cap check")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(%s, %s)", [ACTIVE_CAP_LOCK_NAMESPACE, submitted_by.pk]
+        )
+    cap = settings.JOBWEAVER_MAX_ACTIVE_JOBS_PER_USER
+    active = active_job_count(user=submitted_by)
+    if active + len(specs) > cap:
+        raise QuotaExceeded(
+            f"at most {cap} jobs may wait or run per user; you have {active}, this submission "
+            f"adds {len(specs)}"
+        )
 
 
 def _job_by_idempotency_key(submitted_by, key: str) -> Job | None:
@@ -92,6 +133,7 @@ def _replay(job: Job, fingerprint: str) -> SubmitResult:
 
 @transaction.atomic
 def _job_create(spec: JobSpec, submitted_by, idempotency_key, fingerprint, trace_id) -> Job:
+    _check_submission_allowed([spec], submitted_by)
     job = Job.objects.create(
         job_type=spec.job_type,
         instruction=spec.instruction,
@@ -143,6 +185,7 @@ def job_submit_batch(
     if not 0 < len(specs) <= limit:
         raise InvalidRequest(f"a batch holds 1 to {limit} jobs, got {len(specs)}")
     shared_trace_id = _clean_trace_id(trace_id) if trace_id else None
+    _check_submission_allowed(specs, submitted_by)
     jobs = Job.objects.bulk_create(
         Job(
             job_type=spec.job_type,

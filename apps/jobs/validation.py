@@ -10,13 +10,15 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlparse
 
 from django.conf import settings
+from django.utils import timezone
 
 from apps.core.errors import InvalidBatch, InvalidRequest
+from apps.core.jsonutil import forbidden_character
 from apps.tasks.payload import validate_task_payload
 
 JOB_TYPES = ("SIMULATION", "TASK")
@@ -86,6 +88,9 @@ def _str(value: Any, path: str, max_len: int, *, allow_empty: bool = True) -> st
         raise InvalidRequest(f"{path} must be a string, got {_type_name(value)}")
     if len(value) > max_len:
         raise InvalidRequest(f"{path} must be at most {max_len} characters, got {len(value)}")
+    problem = forbidden_character(value)
+    if problem:
+        raise InvalidRequest(f"{path} contains {problem}")
     if not allow_empty and not value.strip():
         raise InvalidRequest(f"{path} must not be empty")
     return value
@@ -169,7 +174,15 @@ def validate_steps(payload: Any) -> list[dict]:
         raise InvalidRequest(
             f"payload.steps has {len(steps)} steps; at most {settings.JOBWEAVER_MAX_STEPS} allowed"
         )
-    return [_step(raw, f"payload.steps[{i}]") for i, raw in enumerate(steps)]
+    validated = [_step(raw, f"payload.steps[{i}]") for i, raw in enumerate(steps)]
+    simulated_ms = sum(step.get("durationMs", 0) + step.get("latencyMs", 0) for step in validated)
+    limit_seconds = settings.JOBWEAVER_MAX_SIMULATED_SECONDS_PER_JOB
+    if simulated_ms > limit_seconds * 1000:
+        raise InvalidRequest(
+            f"payload.steps simulate {simulated_ms / 1000:g} s in total; at most "
+            f"{limit_seconds:g} s per job (SLEEP durationMs + HTTP_CALL latencyMs)"
+        )
+    return validated
 
 
 def _run_at(value: Any) -> datetime | None:
@@ -177,12 +190,23 @@ def _run_at(value: Any) -> datetime | None:
         return None
     if not isinstance(value, str):
         raise InvalidRequest(f"runAt must be an ISO-8601 string or null, got {_type_name(value)}")
+    if len(value) > 64:
+        raise InvalidRequest("runAt is not an ISO-8601 date-time (too long)")
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError:
         raise InvalidRequest(f"runAt is not an ISO-8601 date-time: {value!r}") from None
     if parsed.tzinfo is None:
         raise InvalidRequest("runAt must carry a time zone (e.g. 2026-01-01T12:00:00Z)")
+    horizon_days = settings.JOBWEAVER_MAX_RUN_AT_DAYS
+    try:
+        # Year 9999 with a negative offset (or year 1 with a positive one) is no UTC time.
+        in_utc = parsed.astimezone(UTC)
+        too_late = in_utc > timezone.now() + timedelta(days=horizon_days)
+    except OverflowError:
+        raise InvalidRequest(f"runAt is out of range: {value!r}") from None
+    if too_late:
+        raise InvalidRequest(f"runAt must be at most {horizon_days:g} days ahead")
     return parsed
 
 

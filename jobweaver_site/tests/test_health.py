@@ -1,6 +1,12 @@
 """Probes answer without authentication; readiness really checks PostgreSQL and Kafka."""
 
+import threading
+
 import pytest
+from django.db import connection
+from django.test import Client
+
+from jobweaver_site import health
 
 
 @pytest.mark.django_db
@@ -26,6 +32,46 @@ def test_readyz_reports_postgresql_and_kafka(client):
 @pytest.mark.django_db
 def test_readyz_is_503_when_kafka_is_unreachable(client, settings):
     settings.KAFKA_BOOTSTRAP_SERVERS = "127.0.0.1:1"
+    settings.JOBWEAVER_READYZ_KAFKA_CACHE_SECONDS = 0  # no probe result from an earlier test
     response = client.get("/readyz")
     assert response.status_code == 503
     assert response.json()["kafka"] is False
+
+
+@pytest.mark.django_db(transaction=True)
+def test_readyz_probes_kafka_once_per_cache_period_even_under_concurrent_calls(
+    settings, monkeypatch
+):
+    settings.JOBWEAVER_READYZ_KAFKA_CACHE_SECONDS = 3600
+    monkeypatch.setattr(health, "_kafka_probe", None)
+    probes: list[float] = []
+
+    def probe(timeout: float) -> bool:
+        probes.append(timeout)
+        return True
+
+    monkeypatch.setattr(health, "broker_reachable", probe)
+    statuses: list[int] = []
+
+    def call():
+        try:
+            statuses.append(Client().get("/readyz").status_code)
+        finally:
+            connection.close()  # this thread's own connection
+
+    threads = [threading.Thread(target=call) for _ in range(10)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert statuses == [200] * 10
+    assert probes == [settings.JOBWEAVER_READYZ_KAFKA_TIMEOUT_SECONDS]
+    assert settings.JOBWEAVER_READYZ_KAFKA_TIMEOUT_SECONDS <= 2
+
+
+@pytest.mark.django_db
+def test_probes_answer_plain_http_when_https_is_enforced(client, settings):
+    settings.SECURE_SSL_REDIRECT = True
+    assert client.get("/healthz").status_code == 200
+    assert client.get("/api/jobs").status_code == 301  # everything else goes to https

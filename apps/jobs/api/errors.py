@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import logging
+import math
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
 from django.utils import timezone
 from rest_framework import exceptions as drf
@@ -41,10 +43,16 @@ def _drf_message(detail) -> str:
 
 def api_exception_handler(exc, context):
     if isinstance(exc, JobWeaverError):
-        response = error_response(exc.http_status, exc.error_code, exc.message, exc.job_id)
+        retry_after = getattr(exc, "retry_after", None)
+        headers = {"Retry-After": str(retry_after)} if retry_after else None
+        response = error_response(
+            exc.http_status, exc.error_code, exc.message, exc.job_id, headers=headers
+        )
         if isinstance(exc, InvalidBatch):
             response.data["errors"] = exc.errors
         return response
+    if isinstance(exc, RequestDataTooBig):
+        return error_response(413, "API.PAYLOAD_TOO_LARGE", "Request body too large")
     if isinstance(exc, Http404):
         return error_response(404, "API.JOB_NOT_FOUND", "Not found")
     if isinstance(exc, DjangoPermissionDenied):
@@ -54,7 +62,7 @@ def api_exception_handler(exc, context):
         if getattr(exc, "auth_header", None):
             headers["WWW-Authenticate"] = exc.auth_header
         if getattr(exc, "wait", None):
-            headers["Retry-After"] = str(int(exc.wait))
+            headers["Retry-After"] = str(math.ceil(exc.wait))  # whole seconds, never 0
         status, message = exc.status_code, _drf_message(exc.detail)
         if isinstance(exc, (drf.NotAuthenticated, drf.AuthenticationFailed)):
             # DRF answers 403 when no authenticator offers a challenge; the contract says 401.

@@ -19,6 +19,7 @@ from apps.core.jsonutil import loads_strict
 from apps.executor.selectors import attempts_for_jobs
 from apps.jobs.api import schema
 from apps.jobs.api.permissions import HasOperationPermission
+from apps.jobs.api.throttling import SubmissionThrottle
 from apps.jobs.representation import job_to_dict
 from apps.jobs.selectors import job_attempts, job_detail, job_get, job_list, job_stats
 from apps.jobs.services import job_cancel, job_retry, job_submit, job_submit_batch
@@ -109,6 +110,7 @@ class JobView(APIView):
 
 class JobListCreateView(JobView):
     required_permissions = {"POST": ADD_JOB}
+    throttle_classes = [SubmissionThrottle]
 
     @extend_schema(
         operation_id="jobs_submit",
@@ -174,6 +176,7 @@ class JobListCreateView(JobView):
 
 class JobBatchView(JobView):
     required_permissions = {"POST": ADD_JOB}
+    throttle_classes = [SubmissionThrottle]
 
     @extend_schema(
         operation_id="jobs_submit_batch",

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from rest_framework.test import APIClient
 
+from apps.accounts.tests.helpers import SUBMITTER
 from apps.jobs import services
 from apps.jobs.management.commands.submit_job import Command as SubmitJob
 from apps.jobs.models import Job
@@ -39,7 +40,7 @@ def submit(client: APIClient, **fields) -> uuid.UUID:
 
 @pytest.fixture
 def client():
-    return api_client("alice")
+    return api_client("alice", *SUBMITTER, "jobs.submit_high_priority")
 
 
 # --- POST /api/jobs/batch ----------------------------------------------------------------------

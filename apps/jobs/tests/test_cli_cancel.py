@@ -5,8 +5,10 @@ unknown id, with one line on stderr."""
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from apps.jobs.management.commands.cancel_job import Command
 from apps.scheduler.tests.factories import execution_of, finished, started, submitted_job
@@ -27,7 +29,8 @@ def test_help_runs(cancel_job):
 
 
 def test_a_pending_job_is_cancelled_at_once(cancel_job):
-    job = submitted_job(runAt="2099-01-01T00:00:00Z")
+    # Due in a year: PENDING throughout (runAt must lie within JOBWEAVER_MAX_RUN_AT_DAYS).
+    job = submitted_job(runAt=(timezone.now() + timedelta(days=365)).isoformat())
 
     result = cancel_job(str(job.id))
 
