@@ -82,11 +82,13 @@ def running_stack(executors: int = 1):
                 future.result(timeout=15)
 
 
-def submit_steps(steps: list[dict]):
+def submit_steps(steps: list[dict], **fields):
+    """One job through the submission service; `fields` are further request fields (e.g.
+    priority=9, maxRetryCount=2, runAt="2026-01-01T12:00:00Z")."""
     from apps.jobs.services import job_submit
     from apps.jobs.validation import parse_job_request
 
-    body = {"jobType": "SIMULATION", "payload": {"steps": steps}}
+    body = {"jobType": "SIMULATION", "payload": {"steps": steps}, **fields}
     return job_submit(spec=parse_job_request(body)).job.id
 
 
@@ -98,3 +100,38 @@ def wait_for_job(job_id, *, status: str = "COMPLETED", timeout: float = 60) -> N
         if time.monotonic() > deadline:
             raise TimeoutError(f"job {job_id} did not reach {status} in {timeout} s")
         time.sleep(0.01)
+
+
+def submit_bulk(
+    steps: list[dict],
+    count: int,
+    *,
+    run_at,
+    priority: int = 5,
+    max_retries: int | None = None,
+) -> list:
+    """`count` identical jobs due at `run_at`, through the batch submission service
+    (`apps.jobs.services.job_submit_batch`: bulk INSERTs of jobs, PENDING executions and
+    job-created events, JOBWEAVER_MAX_BATCH_JOBS per transaction). Returns the job ids; the
+    events are relayed by this process's outbox relay thread (`outbox_relay_pending` waits)."""
+    from django.conf import settings
+
+    from apps.core.timeutil import iso
+    from apps.jobs.services import job_submit_batch
+    from apps.jobs.validation import parse_job_request
+
+    body = {
+        "jobType": "SIMULATION",
+        "payload": {"steps": steps},
+        "priority": priority,
+        "runAt": iso(run_at),
+    }
+    if max_retries is not None:
+        body["maxRetryCount"] = max_retries
+    spec = parse_job_request(body)
+    per_batch = settings.JOBWEAVER_MAX_BATCH_JOBS
+    ids = []
+    for start in range(0, count, per_batch):
+        jobs = job_submit_batch(specs=[spec] * min(per_batch, count - start))
+        ids += [job.id for job in jobs]
+    return ids
