@@ -417,6 +417,13 @@ def main(argv: list[str]) -> int:
             f"{wait * 1000:.0f} ms ({urgent['backlog_started_before']} backlog jobs started "
             "in between)"
         )
+        execution = JobExecution.objects.get(job_id=urgent["job_id"])
+        to_dispatch = (execution.dispatched_at - urgent["submitted"]).total_seconds()
+        to_start = (execution.started_at - execution.dispatched_at).total_seconds()
+        print(
+            f"                  = submit → dispatched_at {to_dispatch * 1000:.0f} ms + "
+            f"→ started_at {to_start * 1000:.0f} ms; {execution.redelivery_count} redeliveries"
+        )
     else:
         print("urgent job        NEVER STARTED" if urgent else "urgent job        not submitted")
         ok = False
