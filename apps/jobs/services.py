@@ -21,7 +21,7 @@ from apps.jobs.validation import JobSpec
 from apps.outbox.services import outbox_enqueue, outbox_enqueue_many
 from apps.scheduler.dispatch import dispatch_due_jobs, dispatch_job_now
 from apps.scheduler.lifecycle import execution_create, executions_create
-from apps.scheduler.services import execution_cancel, execution_retry
+from apps.scheduler.services import execution_cancel, execution_retry, execution_run_now
 
 logger = logging.getLogger(__name__)
 
@@ -233,3 +233,8 @@ def job_retry(*, job_id: str | uuid.UUID) -> None:
 def job_cancel(*, job_id: str | uuid.UUID) -> None:
     """Cancel a job: at once when it has not started, cooperatively when it runs."""
     execution_cancel(job_id=parse_job_id(job_id))
+
+
+def job_run_now(*, job_id: str | uuid.UUID) -> None:
+    """Make a delayed PENDING job (runAt or backoff) due at once."""
+    execution_run_now(job_id=parse_job_id(job_id))

@@ -92,6 +92,8 @@ TRANSITIONS: dict[str, Transition] = {
     "cancel": _t({S.PENDING, S.DISPATCHED}, S.CANCELLED, OPERATOR, fenced=False),
     "request_cancel": _t({S.RUNNING}, S.RUNNING, OPERATOR, fenced=False),  # the worker stops itself
     "operator_retry": _t({S.FAILED, S.CANCELLED}, S.PENDING, OPERATOR, fenced=False),
+    # An operator makes a delayed (runAt or backoff) job due now; the status stays PENDING.
+    "run_now": _t({S.PENDING}, S.PENDING, OPERATOR, fenced=False),
 }
 
 # Executions holding a credit of flow control (ARCHITECTURE §4a).
@@ -595,4 +597,19 @@ def execution_cancel(*, job_id: uuid.UUID) -> JobExecution:
         )
     raise InvalidStateTransition(
         f"Job {job_id} is {execution.status}; it cannot be cancelled", job_id=job_id
+    )
+
+
+def execution_run_now(*, job_id: uuid.UUID) -> JobExecution:
+    """A PENDING job waiting for its runAt or its backoff delay becomes due at once (database
+    clock); a job that is already due, or not PENDING, is left alone."""
+    execution = _lock_or_404(job_id)
+    if not allows(execution, "run_now"):
+        raise InvalidStateTransition(
+            f"Job {job_id} is {execution.status}; only PENDING jobs can be run now", job_id=job_id
+        )
+    if execution.next_run_at <= execution.db_now:
+        raise InvalidStateTransition(f"Job {job_id} is already due", job_id=job_id)
+    return _apply(
+        execution, "run_now", actor=Actor.OPERATOR, changes={"next_run_at": execution.db_now}
     )

@@ -1,4 +1,4 @@
-"""The operator's actions on executions (API, admin, CLI): retry and cancel.
+"""The operator's actions on executions (API, admin, CLI): retry, cancel and run now.
 
 Each is one transaction around a lifecycle transition (apps/scheduler/lifecycle.py); a retried
 job is dispatched right after commit. Dispatch, rescue and the worker-driven transitions live in
@@ -29,3 +29,12 @@ def execution_cancel(*, job_id: uuid.UUID) -> JobExecution:
     """PENDING | DISPATCHED → CANCELLED at once; RUNNING → cancel requested (the worker stops
     at its next checkpoint and records CANCELLED). Never retried automatically."""
     return lifecycle.execution_cancel(job_id=job_id)
+
+
+@transaction.atomic
+def execution_run_now(*, job_id: uuid.UUID) -> JobExecution:
+    """A delayed PENDING job (runAt or backoff) becomes due at once and is dispatched after
+    commit; InvalidStateTransition when it is not PENDING or already due."""
+    execution = lifecycle.execution_run_now(job_id=job_id)
+    transaction.on_commit(lambda: dispatch_job_now(job_id))
+    return execution

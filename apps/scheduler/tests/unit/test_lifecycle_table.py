@@ -62,3 +62,10 @@ def test_only_the_rescuer_or_a_failed_publish_redelivers_and_a_redelivery_is_no_
 def test_in_flight_is_what_holds_a_credit():
     assert {D, R} == IN_FLIGHT
     assert TRANSITIONS["dispatch"].target in IN_FLIGHT
+
+
+def test_run_now_only_moves_a_pending_jobs_due_time_and_only_for_an_operator():
+    run_now = TRANSITIONS["run_now"]
+    assert (run_now.sources, run_now.target) == ({P}, P)
+    assert run_now.actors == {Actor.OPERATOR}
+    assert not run_now.fenced
