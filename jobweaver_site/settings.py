@@ -54,6 +54,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Static files (the admin's) from the web process itself, in the dev stack and in compose.
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # The request's X-Trace-Id in the context of its log lines (apps/core/logcontext.py).
+    "apps.core.logcontext.TraceContextMiddleware",
     # Refuses oversized API bodies (413) before the session, CSRF or any parser reads them.
     "apps.jobs.api.middleware.ApiBodyLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -254,11 +256,27 @@ JOBWEAVER_EXECUTOR_CONCURRENCY = env.int("JOBWEAVER_EXECUTOR_CONCURRENCY", defau
 
 LOGGING = {
     "version": 1,
+# Every line carries service, trace id, job id and attempt (apps/core/logcontext.py);
+# JOBWEAVER_LOG_FORMAT=json writes one JSON object per line instead of plain text.
+JOBWEAVER_LOG_FORMAT = env.str("JOBWEAVER_LOG_FORMAT", default="plain")
+if JOBWEAVER_LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured("JOBWEAVER_LOG_FORMAT must be plain or json")
+# Workers serve their Prometheus metrics on this port, one per process (0 = off); the web
+# serves them at /metrics (apps/core/metrics.py).
+JOBWEAVER_METRICS_PORT = env.int("JOBWEAVER_METRICS_PORT", default=0)
     "disable_existing_loggers": False,
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "plain": {"()": "apps.core.logcontext.PlainFormatter"},
+        "json": {"()": "apps.core.logcontext.JsonFormatter"},
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": JOBWEAVER_LOG_FORMAT,
+            "filters": ["context"],
+        }
+    "filters": {"context": {"()": "apps.core.logcontext.ContextFilter"}},
+    },
     "root": {"handlers": ["console"], "level": env.str("JOBWEAVER_LOG_LEVEL", default="INFO")},
     "loggers": {
         "kafka": {"level": "WARNING"},

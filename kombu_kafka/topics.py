@@ -78,9 +78,14 @@ class Topics:
 
     def lag(self, topic: str, group_id: str) -> int:
         """Records of the topic after the group's committed offsets."""
+        return sum(self.partition_lag(topic, group_id).values())
+
+    def partition_lag(self, topic: str, group_id: str) -> dict[int, int]:
+        """Records after the group's committed offset, per partition (from the low watermark
+        where the group has committed nothing)."""
         marks = self.watermarks(topic)
         if not marks:
-            return 0
+            return {}
         probe = self._new_consumer({**self._common_config, "group.id": group_id})
         try:
             committed = probe.committed(
@@ -89,10 +94,10 @@ class Topics:
         finally:
             probe.close()
         by_partition = {tp.partition: tp.offset for tp in committed}
-        return sum(
-            high - (by_partition[p] if by_partition.get(p, -1) >= 0 else low)
+        return {
+            p: high - (by_partition[p] if by_partition.get(p, -1) >= 0 else low)
             for p, low, high in marks
-        )
+        }
 
     def purge(self, topic: str) -> int:
         """Delete every record currently in the topic; returns how many were deleted."""

@@ -52,8 +52,16 @@ KEY_HEADER = "kafka_key"
 # Optional header: produce to this partition instead of the key's (a host that routes work to
 # the partitions of a chosen consumer, e.g. for flow control).
 PARTITION_HEADER = "kafka_partition"
+# Optional header: a dict of str -> str copied onto the Kafka record's own headers (e.g. a trace
+# id), so tools that read records without decoding kombu's envelope still see them.
+RECORD_HEADERS_HEADER = "kafka_record_headers"
 # librdkafka reports these when no broker of the bootstrap list can be reached.
 _UNREACHABLE = {KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE}
+
+
+def default_group_id(topics: tuple[str, ...]) -> str:
+    """The consumer group of a channel consuming `topics` (unless `group_id` is set)."""
+    return "celery." + "+".join(topics)
 
 
 class KafkaDeliveryError(KafkaException):
@@ -217,7 +225,7 @@ class Channel(ConsumingChannel, virtual.Channel):
         return topic[len(self.topic_prefix) :] if topic.startswith(self.topic_prefix) else topic
 
     def _group_id(self, topics: tuple[str, ...]) -> str:
-        return self.group_id or self._consumer_group or "celery." + "+".join(topics)
+        return self.group_id or self._consumer_group or default_group_id(topics)
 
     # --- producing ----------------------------------------------------------------------------
 
@@ -251,10 +259,13 @@ class Channel(ConsumingChannel, virtual.Channel):
     def _produce_message(self, topic: str, message: dict) -> None:
         headers = message.get("headers") or {}
         key, partition = headers.get(KEY_HEADER), headers.get(PARTITION_HEADER)
+        record_headers = headers.get(RECORD_HEADERS_HEADER) or {}
         self._produce(
             topic,
             dumps(message).encode(),
             key=str(key).encode() if key is not None else None,
+            headers=[(str(name), str(value).encode()) for name, value in record_headers.items()]
+            or None,
             partition=int(partition) if partition is not None else None,
         )
 

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import connection
 
 from apps.core.db import DATABASE_UNAVAILABLE, retry_while_database_unavailable
+from apps.core.logcontext import log_context
 from apps.executor import ledger, shutdown
 from apps.executor.engine import (
     AttemptReleased,
@@ -61,7 +62,8 @@ def attempt_execute(*, job_id: uuid.UUID, event_id: uuid.UUID) -> str | None:
     )
     if claimed is None:
         return None
-    outcome = AttemptRunner(claimed).run()
+    with log_context(trace_id=claimed.trace_id, job_id=job_id, attempt=claimed.attempt):
+        outcome = AttemptRunner(claimed).run()
     if claimed.task is not None:
         announce_finished(claimed)  # Django's task_finished signal, after the commit
     return outcome

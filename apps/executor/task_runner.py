@@ -22,6 +22,7 @@ process's main thread, and Celery's `threads` pool runs attempts in worker threa
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import threading
@@ -150,7 +151,13 @@ def run_task(
         )
     call = _TaskCall(registered, claimed.task["args"], claimed.task["kwargs"], context)
     _announce(task_started, backend, task_result)
-    thread = threading.Thread(target=call.run, name=f"task-{str(claimed.job_id)[:8]}", daemon=True)
+    # The task's own log lines carry the attempt's log context (trace, job, attempt).
+    thread = threading.Thread(
+        target=contextvars.copy_context().run,
+        args=(call.run,),
+        name=f"task-{str(claimed.job_id)[:8]}",
+        daemon=True,
+    )
     thread.start()
     reported: tuple[int, int] | None = None
     try:

@@ -11,14 +11,19 @@ from django.conf import settings
 
 from apps.core.db import DATABASE_UNAVAILABLE
 from apps.core.kafka import RUN_JOB, topic_name
+from apps.core.logcontext import log_context
 from apps.executor import presence, shutdown
 from apps.executor.runner import attempt_execute
+from apps.scheduler.dispatch import TRACE_HEADER
 
 
-@shared_task(name="apps.executor.tasks.run_job")
-def run_job(job_id: str, event_id: str) -> str | None:
+@shared_task(name="apps.executor.tasks.run_job", bind=True)
+def run_job(self, job_id: str, event_id: str) -> str | None:
+    # The dispatcher's trace header: log lines before the claim (a stale delivery) carry it too.
+    trace_id = self.request.get(TRACE_HEADER)
     try:
-        return attempt_execute(job_id=uuid.UUID(job_id), event_id=uuid.UUID(event_id))
+        with log_context(trace_id=trace_id, job_id=job_id):
+            return attempt_execute(job_id=uuid.UUID(job_id), event_id=uuid.UUID(event_id))
     except DATABASE_UNAVAILABLE as exc:
         # PostgreSQL stayed away longer than the runner's retries: put the message back on
         # its topic rather than acknowledge a delivery that was never claimed.

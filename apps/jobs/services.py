@@ -14,6 +14,7 @@ from django.db import IntegrityError, connection, transaction
 from apps.core.db import assert_in_transaction
 from apps.core.errors import Forbidden, IdempotencyConflict, InvalidRequest, QuotaExceeded
 from apps.core.kafka import JOB_CREATED
+from apps.core.logcontext import log_context
 from apps.core.timeutil import iso
 from apps.jobs.models import Job
 from apps.jobs.selectors import active_job_count, parse_job_id
@@ -155,7 +156,8 @@ def _job_create(spec: JobSpec, submitted_by, idempotency_key, fingerprint, trace
         topic=JOB_CREATED, key=str(job.id), trace_id=trace_id, payload=_job_created_event(job)
     )
     transaction.on_commit(lambda: dispatch_job_now(job.id))
-    logger.info("job %s submitted (trace %s)", job.id, trace_id)
+    with log_context(trace_id=trace_id, job_id=job.id):
+        logger.info("job %s submitted (trace %s)", job.id, trace_id)
     return job
 
 

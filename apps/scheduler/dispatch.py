@@ -29,6 +29,7 @@ from django.db import transaction
 
 import kombu_kafka
 from apps.core.kafka import RUN_JOB, event_producer, topic_name
+from apps.core.logcontext import log_context
 from apps.scheduler import flow, lifecycle
 
 logger = logging.getLogger(__name__)
@@ -36,14 +37,29 @@ logger = logging.getLogger(__name__)
 # The executor's task, named rather than imported: the scheduler never imports the executor's
 # runtime (ARCHITECTURE §2).
 RUN_JOB_TASK = "apps.executor.tasks.run_job"
+# The Celery message header with the job's trace id (read by the executor's task).
+TRACE_HEADER = "trace_id"
 # "No live executor" is logged at most this often by one process.
 NO_EXECUTOR_LOG_INTERVAL_SECONDS = 30.0
 
 
-class Delivery(NamedTuple):
+class _Route(NamedTuple):
     job_id: str
     event_id: str
     partition: int | None  # a run-job partition of the executor it is counted against
+
+
+class Delivery(_Route):
+    """One run_job message to send. The job's trace id rides along as an attribute, not a
+    fourth field, so callers keep unpacking (job id, event id, partition)."""
+
+    trace_id: str | None = None
+
+    @classmethod
+    def traced(cls, job_id: str, event_id: str, partition: int | None, trace_id: str) -> Delivery:
+        delivery = cls(job_id, event_id, partition)
+        delivery.trace_id = trace_id
+        return delivery
 
 
 class Publisher(Protocol):
@@ -57,10 +73,17 @@ def celery_publisher(messages: list[Delivery]) -> None:
     by job id when it has none), confirmed by the broker as one batch."""
     queue = topic_name(RUN_JOB)
     with current_app.producer_or_acquire() as producer:
-        for job_id, event_id, partition in messages:
+        for delivery in messages:
+            job_id, event_id, partition = delivery
             headers = {kombu_kafka.KEY_HEADER: job_id}
             if partition is not None:
                 headers[kombu_kafka.PARTITION_HEADER] = partition
+            # The trace travels in the Celery message (the executor's log context) and on the
+            # Kafka record itself, like the domain events' traceId/eventId headers.
+            record_headers = {"jobId": job_id, "eventId": event_id}
+            if delivery.trace_id is not None:
+                headers[TRACE_HEADER] = record_headers["traceId"] = delivery.trace_id
+            headers[kombu_kafka.RECORD_HEADERS_HEADER] = record_headers
             current_app.send_task(
                 RUN_JOB_TASK,
                 args=[job_id, event_id],
@@ -123,17 +146,17 @@ def _claim(
         if not credits:
             _log_no_executor()
         return [], 0
-    claimed = lifecycle.executions_dispatch(limit=min(limit, free), job_ids=job_ids, due_by=due_by)
+    claimed = lifecycle.executions_claim(limit=min(limit, free), job_ids=job_ids, due_by=due_by)
     targets = flow.assign(len(claimed), credits)
     lifecycle.executions_assign(
         [
-            (event_id, worker_id)
-            for (_, event_id), (worker_id, _) in zip(claimed, targets, strict=True)
+            (claim.event_id, worker_id)
+            for claim, (worker_id, _) in zip(claimed, targets, strict=True)
         ]
     )
     deliveries = [
-        Delivery(str(job_id), str(event_id), partition)
-        for (job_id, event_id), (_, partition) in zip(claimed, targets, strict=True)
+        Delivery.traced(str(claim.job_id), str(claim.event_id), partition, claim.trace_id)
+        for claim, (_, partition) in zip(claimed, targets, strict=True)
     ]
     return deliveries, free - len(deliveries)
 
@@ -147,6 +170,14 @@ def _publish(deliveries: list[Delivery], publish: Publisher) -> None:
         with transaction.atomic():
             lifecycle.executions_unsend([uuid.UUID(d.event_id) for d in deliveries])
         raise
+    for delivery in deliveries:
+        with log_context(trace_id=delivery.trace_id, job_id=delivery.job_id):
+            logger.info(
+                "job %s dispatched: delivery %s on partition %s",
+                delivery.job_id,
+                delivery.event_id,
+                delivery.partition,
+            )
 
 
 _last_no_executor_log = 0.0

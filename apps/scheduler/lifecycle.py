@@ -28,6 +28,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import connection
@@ -203,13 +204,30 @@ def executions_create(
     return executions
 
 
+class Claim(NamedTuple):
+    """One execution claimed for dispatch."""
+
+    job_id: uuid.UUID
+    event_id: uuid.UUID
+    trace_id: str  # the job's, carried by its run_job message and into the executor's logs
+    waited_seconds: float  # from due (next_run_at) to dispatched, on the database clock
+
+
 def executions_dispatch(
     *, limit: int, job_ids: list[uuid.UUID] | None = None, due_by: datetime | None = None
 ) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """`executions_claim` as (job id, event id) pairs in dispatch order."""
+    claims = executions_claim(limit=limit, job_ids=job_ids, due_by=due_by)
+    return [(claim.job_id, claim.event_id) for claim in claims]
+
+
+def executions_claim(
+    *, limit: int, job_ids: list[uuid.UUID] | None = None, due_by: datetime | None = None
+) -> list[Claim]:
     """PENDING → DISPATCHED for up to `limit` due executions, highest priority first: one
     statement that claims (FOR UPDATE SKIP LOCKED, so concurrent dispatchers never take the same
-    row), gives each a fresh fencing token and starts its dispatch lease. Returns (job id, event
-    id) pairs in dispatch order. `due_by` replaces the database clock for "due" (tests)."""
+    row), gives each a fresh fencing token and starts its dispatch lease. Returns the claims in
+    dispatch order. `due_by` replaces the database clock for "due" (tests)."""
     assert_in_transaction("executions_dispatch")
     transition = TRANSITIONS["dispatch"]
     (source,) = transition.sources
@@ -223,6 +241,7 @@ def executions_dispatch(
         params.append(list(job_ids))
     params += [limit, transition.target.value, settings.JOBWEAVER_DISPATCH_TIMEOUT_SECONDS]
     table = JobExecution._meta.db_table
+    jobs = JobExecution._meta.get_field("job").related_model._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
@@ -240,14 +259,18 @@ def executions_dispatch(
                 lease_expires_at = clock_timestamp() + make_interval(secs => %s),
                 version = e.version + 1,
                 updated_at = clock_timestamp()
-            FROM due WHERE e.id = due.id
-            RETURNING e.job_id, e.current_event_id, e.priority, e.next_run_at
+            FROM due, {jobs} AS j WHERE e.id = due.id AND j.id = e.job_id
+            RETURNING e.job_id, e.current_event_id, e.priority, e.next_run_at, j.trace_id,
+                GREATEST(EXTRACT(EPOCH FROM e.dispatched_at - e.next_run_at), 0)
             """,
             params,
         )
         rows = cursor.fetchall()
     rows.sort(key=lambda row: (-row[2], row[3]))
-    return [(job_id, event_id) for job_id, event_id, _, _ in rows]
+    return [
+        Claim(job_id, event_id, trace_id, float(waited))
+        for job_id, event_id, _, _, trace_id, waited in rows
+    ]
 
 
 # --- transitions driven by the worker that holds the fencing token ----------------------------

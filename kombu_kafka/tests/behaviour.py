@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 
 from kombu import Connection, Queue
 
-from kombu_kafka import confirm_deliveries
+from kombu_kafka import RECORD_HEADERS_HEADER, confirm_deliveries
 from kombu_kafka.poison import ERROR, ORIGINAL_OFFSET, ORIGINAL_PARTITION, ORIGINAL_TOPIC
 
 
@@ -284,3 +284,22 @@ class TransportBehaviour(ABC):
             assert channel.basic_get(queue) is None
             channel.commit_now()
         assert self.committed(group, queue, 0) == 3
+
+    def test_record_headers_header_becomes_the_records_own_headers(self):
+        queue, _group = self.names()
+        self.create_topic(queue, partitions=1)
+        with self.connection() as conn:
+            producer = conn.Producer()
+            producer.publish(
+                "traced",
+                routing_key=queue,
+                exchange="",
+                serializer="json",
+                declare=[Queue(queue)],
+                headers={RECORD_HEADERS_HEADER: {"traceId": "trace-1", "attempt": 2}},
+            )
+            producer.publish("plain", routing_key=queue, exchange="", serializer="json")
+            confirm_deliveries(producer.channel)
+        traced, plain = self.read_topic(queue, 2)
+        assert dict(traced.headers()) == {"traceId": b"trace-1", "attempt": b"2"}
+        assert not plain.headers()
