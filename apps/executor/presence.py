@@ -42,16 +42,16 @@ def _waiting_event_ids() -> list[str]:
 
 
 class Presence(threading.Thread):
-    def __init__(self, *, channel, queue: str, slots: int):
+    def __init__(self, *, consumer, queue: str, slots: int):
         super().__init__(name="jobweaver-presence", daemon=True)
-        self.channel, self.queue, self.slots = channel, queue, slots
+        self.consumer, self.queue, self.slots = consumer, queue, slots
         self.worker_id = process_identity()
         self.stopping = threading.Event()
 
     def run(self) -> None:
         beaten: list[int] | None = None
         while True:
-            partitions = self.channel.assigned_partitions(self.queue)
+            partitions = self._partitions()
             try:
                 flow.executor_heartbeat(
                     worker_id=self.worker_id,
@@ -75,6 +75,14 @@ class Presence(threading.Thread):
         finally:
             connection.close()
 
+    def _partitions(self) -> list[int]:
+        """The run-job partitions the worker's consumer owns now. Read through Celery's
+        consumer each time: after a broker outage Celery reconnects with a new channel."""
+        try:
+            return self.consumer.task_consumer.channel.assigned_partitions(self.queue)
+        except AttributeError:  # between connections: no channel, no partitions, no credits
+            return []
+
     def stop(self) -> None:
         self.stopping.set()
         self.join(timeout=5)
@@ -83,10 +91,11 @@ class Presence(threading.Thread):
 _presence: Presence | None = None
 
 
-def start(*, channel, queue: str, slots: int) -> None:
+def start(*, consumer, queue: str, slots: int) -> None:
+    """Register this executor process; `consumer` is Celery's worker consumer."""
     global _presence
     if _presence is None:
-        _presence = Presence(channel=channel, queue=queue, slots=slots)
+        _presence = Presence(consumer=consumer, queue=queue, slots=slots)
         _presence.start()
         logger.info("executor %s registered with %d slots", _presence.worker_id, slots)
 

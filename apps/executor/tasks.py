@@ -40,7 +40,7 @@ def register_executor(sender, **kwargs) -> None:
     """Ready to consume: register for flow control (apps/executor/presence.py)."""
     if _is_executor():
         presence.start(
-            channel=sender.task_consumer.channel,
+            consumer=sender,
             queue=topic_name(RUN_JOB),
             slots=settings.JOBWEAVER_EXECUTOR_CONCURRENCY,
         )
