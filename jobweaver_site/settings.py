@@ -48,6 +48,8 @@ INSTALLED_APPS = [
     *(["django_tasks"] if django.VERSION < (6, 0) else []),
     "apps.tasks",
     "apps.examples",
+    # The operator's cockpit: live dashboard, dead-letter desk, bulk actions (admin pages).
+    "apps.dashboard",
 ]
 
 MIDDLEWARE = [

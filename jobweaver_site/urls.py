@@ -6,6 +6,8 @@ from apps.jobs.api import fallbacks
 from jobweaver_site import health
 
 urlpatterns = [
+    # The operator's cockpit (live dashboard, dead-letter desk): admin pages, staff only.
+    path("admin/ops/", include("apps.dashboard.urls")),
     path("admin/", admin.site.urls),
     # The schema and its Swagger UI are public: they describe the API, they grant nothing.
     path("api/schema/", SpectacularAPIView.as_view(permission_classes=[]), name="api-schema"),

@@ -1,31 +1,55 @@
-"""The operators' view of jobs: list, filter, find by id or trace id, inspect, retry, cancel.
+"""The operators' view of jobs: list, filter, find, inspect, and act on a selection or on
+every job matching a filter (retry, cancel, run now, discard a dead letter).
 
-Jobs are read-only here. They are created through the submission service (API, `manage.py
-submit_job`) and move only through the scheduler's transitions, so the admin never edits a row:
-its Retry and Cancel actions call the same services as the API.
+Jobs are read-only here. They are created through the submission service (the API, `manage.py
+submit_job`, or this admin's "Submit a job" page, which validates like the API) and move only
+through the scheduler's transitions, so the admin never edits a row: its actions call the same
+services as the API (apps/dashboard/services.py applies one per job and reports the skipped).
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable
+from urllib.parse import urlencode
 
 from django.contrib import admin, messages
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.utils import flatten_fieldsets
-from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.core.exceptions import PermissionDenied
+from django.db.models import Q, QuerySet
+from django.db.models.functions import Now
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    HttpResponseRedirect,
+)
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
 from django.utils.html import format_html
+from django.utils.http import url_has_allowed_host_and_scheme
 
 from apps.core.admin_tools import ExactSearchMixin
-from apps.core.errors import InvalidStateTransition, JobNotFound
+from apps.core.errors import JobWeaverError
 from apps.core.timeutil import iso
+from apps.dashboard.adminlog import log_bulk_action, report_to_operator
+from apps.dashboard.forms import JobSubmitForm
+from apps.dashboard.selectors import discarded_since_failure, job_events
+from apps.dashboard.services import BULK_ACTIONS, jobs_bulk_apply
 from apps.executor.models import AttemptOutcome, ExecutionAttempt
+from apps.executor.selectors import attempts_for_jobs
 from apps.jobs.models import Job, JobType
-from apps.jobs.services import job_cancel, job_retry
-from apps.scheduler.models import JobExecution
+from apps.jobs.representation import job_to_dict
+from apps.jobs.services import job_submit
+from apps.scheduler.models import ExecutionStatus, JobExecution
 
-# Skipped jobs are listed by reason in the action's message; beyond this many, only counted.
-MAX_SKIPPED_REASONS_SHOWN = 10
+S = ExecutionStatus
+# The confirmation page of an "all matching" action names at most this many jobs.
+CONFIRM_SAMPLE_SIZE = 20
+LAST_ERROR_CHARS = 60
 
 
 def utc_time(field_name: str, description: str) -> Callable[..., str]:
@@ -108,30 +132,137 @@ def _execution(job: Job) -> JobExecution | None:
     return getattr(job, "execution", None)
 
 
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
+class StatusFilter(admin.SimpleListFilter):
+    """The execution's status, plus the operator's finer cuts of it. Static choices: the
+    filter costs the page no query."""
+
+    title = "status"
+    parameter_name = "execution__status"
+    EXTRA = {
+        "RETRYING": ("Retrying (pending after a failure)", Q(retry_count__gt=0)),
+        "DUE": ("Due now (pending)", Q(next_run_at__lte=Now())),
+        "DELAYED": ("Delayed (pending: runAt or backoff)", Q(next_run_at__gt=Now())),
+    }
+
+    def lookups(self, request, model_admin):
+        choices = []
+        for status in S:
+            choices.append((status.value, status.value))
+            if status == S.PENDING:
+                choices += [(key, label) for key, (label, _) in self.EXTRA.items()]
+            if status == S.FAILED:
+                choices.append(("DEAD_LETTER", "Dead letters (failed, not discarded)"))
+        return choices
+
+    def queryset(self, request, queryset: QuerySet[Job]) -> QuerySet[Job]:
+        value = self.value()
+        if not value:
+            return queryset
+        if value in self.EXTRA:
+            condition = self.EXTRA[value][1]
+            prefixed = Q(
+                *[(f"execution__{field}", v) for field, v in condition.children],
+                _connector=condition.connector,
+            )
+            return queryset.filter(prefixed, execution__status=S.PENDING)
+        if value == "DEAD_LETTER":
+            return queryset.filter(execution__status=S.FAILED).exclude(
+                discarded_since_failure(job="id", finished_at="execution__finished_at")
+            )
+        if value not in S.values:
+            raise IncorrectLookupParameters(f"unknown status {value!r}")
+        return queryset.filter(execution__status=value)
+
+
+class PriorityFilter(admin.SimpleListFilter):
+    title = "priority"
+    parameter_name = "priority"
+
+    def lookups(self, request, model_admin):
+        return [(str(p), str(p)) for p in range(9, -1, -1)]
+
+    def queryset(self, request, queryset: QuerySet[Job]) -> QuerySet[Job]:
+        value = self.value()
+        if value is None:
+            return queryset
+        if not value.isdigit():
+            raise IncorrectLookupParameters(f"priority must be 0-9, got {value!r}")
+        return queryset.filter(priority=int(value))
+
+
+class HasErrorFilter(admin.SimpleListFilter):
+    title = "has errors"
+    parameter_name = "has_error"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "With a last error"), ("no", "Without")]
+
+    def queryset(self, request, queryset: QuerySet[Job]) -> QuerySet[Job]:
+        if self.value() == "yes":
+            return queryset.exclude(execution__last_error="")
+        if self.value() == "no":
+            return queryset.filter(execution__last_error="")
+        return queryset
+
+
+def _path(detail: dict, execution: JobExecution | None) -> list[dict]:
+    """The job's way so far: submitted → dispatched → running → outcome, with times."""
+    steps = [{"label": "submitted", "at": detail["createdAt"]}]
+    if execution is None:
+        return steps
+    steps.append({"label": "dispatched", "at": iso(execution.dispatched_at)})
+    steps.append({"label": "running", "at": iso(execution.started_at)})
+    if execution.is_terminal:
+        steps.append({"label": execution.status.lower(), "at": iso(execution.finished_at)})
+    elif execution.status == S.PENDING and execution.attempt_count:
+        steps.append({"label": "waiting to retry", "at": iso(execution.next_run_at)})
+    else:
+        steps.append({"label": "outcome", "at": None})
+    return steps
+
+
+def _attempt_rows(attempts: list[ExecutionAttempt]) -> list[dict]:
+    rows = []
+    for attempt in attempts:
+        duration = None
+        if attempt.finished_at and attempt.started_at:
+            duration = (attempt.finished_at - attempt.started_at).total_seconds()
+        rows.append({"attempt": attempt, "duration": duration})
+    return rows
 
 
 @admin.register(Job)
 class JobAdmin(ExactSearchMixin, admin.ModelAdmin):
     list_display = [
-        "id",
+        "short_id",
         "status",
         "job_type",
         "priority",
-        "retries",
         "attempts",
-        "created_at",
+        "retries",
+        "next_run",
+        "last_error",
+        "created",
     ]
-    list_filter = ["execution__status", "job_type"]
+    list_display_links = ["short_id"]
+    list_filter = [
+        StatusFilter,
+        "job_type",
+        PriorityFilter,
+        ("created_at", admin.DateFieldListFilter),
+        HasErrorFilter,
+    ]
+    # One query for the page, whatever its size: every column reads the job or its execution.
     list_select_related = ["execution"]
-    # Search is exact (see get_search_results); the fields here only label the search box.
+    # Search is exact on ids (see get_search_results); the fields here only label the box.
     search_fields = ["id", "trace_id"]
-    search_help_text = "Exact job id or trace id."
+    search_help_text = (
+        "Job id, trace id, idempotency key or worker id (exact), or words of the last error."
+    )
     exact_uuid_fields = ("id",)
     # Counting every job on each page load is what makes big changelists slow.
     show_full_result_count = False
-    actions = ["retry_jobs", "cancel_jobs"]
+    actions = ["retry_jobs", "cancel_jobs", "run_now_jobs", "discard_jobs"]
     fieldsets = [
         (None, {"fields": ["id", "job_type", "priority", "trace_id"]}),
         ("Limits", {"fields": ["max_retries", "timeout_seconds", "run_at"]}),
@@ -140,6 +271,12 @@ class JobAdmin(ExactSearchMixin, admin.ModelAdmin):
     ]
     readonly_fields = ["steps_json", "task_result"]
     inlines = [ExecutionInline, AttemptInline]
+    change_list_template = "admin/jobs/job/change_list.html"
+    change_form_template = "admin/jobs/job/change_form.html"
+
+    class Media:
+        css = {"all": ["dashboard/cockpit.css"]}
+        js = ["dashboard/copy.js"]
 
     # --- read-only: jobs come from the submission service and change through the scheduler -----
 
@@ -158,10 +295,48 @@ class JobAdmin(ExactSearchMixin, admin.ModelAdmin):
 
     # --- list columns -------------------------------------------------------------------------
 
+    @admin.display(description="id", ordering="id")
+    def short_id(self, job: Job) -> str:
+        return format_html(
+            '<span class="jw-mono" title="{}">{}</span>'
+            '<button type="button" class="jw-copy" data-copy="{}" title="Copy the job id">⧉'
+            "</button>",
+            job.id,
+            str(job.id)[:8],
+            job.id,
+        )
+
     @admin.display(description="status", ordering="execution__status")
     def status(self, job: Job) -> str:
         execution = _execution(job)
-        return execution.status if execution else "-"
+        if execution is None:
+            return "-"
+        shown = execution.status
+        if shown == S.PENDING and execution.retry_count:
+            return format_html(
+                '<span class="jw-badge jw-RETRYING" title="retry {} of {}">PENDING · retry</span>',
+                execution.retry_count,
+                execution.max_retries,
+            )
+        return format_html('<span class="jw-badge jw-{}">{}</span>', shown, shown)
+
+    @admin.display(description="next run (UTC)", ordering="execution__next_run_at")
+    def next_run(self, job: Job) -> str:
+        execution = _execution(job)
+        if execution is None or execution.status != S.PENDING:
+            return "-"
+        return iso(execution.next_run_at)
+
+    @admin.display(description="last error")
+    def last_error(self, job: Job) -> str:
+        execution = _execution(job)
+        error = execution.last_error if execution else ""
+        if not error:
+            return "-"
+        short = error if len(error) <= LAST_ERROR_CHARS else error[: LAST_ERROR_CHARS - 1] + "…"
+        return format_html('<span class="jw-error" title="{}">{}</span>', error, short)
+
+    created = utc_time("created_at", "created")
 
     @admin.display(description="retries used")
     def retries(self, job: Job) -> str:
@@ -192,51 +367,212 @@ class JobAdmin(ExactSearchMixin, admin.ModelAdmin):
 
     # --- search -------------------------------------------------------------------------------
 
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Job], search_term: str
+    ) -> tuple[QuerySet[Job], bool]:
+        """A UUID finds that job (or the jobs of that trace); any other term is matched
+        exactly against trace ids, idempotency keys and executor ids, and as words of the last
+        error (case-insensitive)."""
+        term = search_term.strip()
+        try:
+            uuid.UUID(term)
+        except ValueError:
+            if not term:
+                return queryset, False
+            match = (
+                Q(trace_id=term)
+                | Q(idempotency_key=term)
+                | Q(execution__worker_id=term)
+                | Q(execution__last_error__icontains=term)
+            )
+            return queryset.filter(match), False
+        return super().get_search_results(request, queryset, term)
+
     # --- actions ------------------------------------------------------------------------------
 
     @admin.action(description="Retry selected FAILED or CANCELLED jobs", permissions=["operate"])
-    def retry_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        self._apply_to_each(request, queryset, job_retry, done="Retried {jobs}.")
+    def retry_jobs(self, request: HttpRequest, queryset: QuerySet[Job]):
+        return self._bulk_action(request, queryset, "retry")
 
     @admin.action(description="Cancel selected jobs", permissions=["operate"])
-    def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        self._apply_to_each(
-            request,
-            queryset,
-            job_cancel,
-            done="Cancelled {jobs}; a running job stops at its next checkpoint.",
-        )
+    def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]):
+        return self._bulk_action(request, queryset, "cancel")
 
-    def _apply_to_each(
-        self,
-        request: HttpRequest,
-        queryset: QuerySet[Job],
-        operation: Callable[..., None],
-        *,
-        done: str,
-    ) -> None:
-        """Run `operation(job_id=...)` per job, each in its own transaction, so one job in the
-        wrong state skips only itself; then tell the operator what happened to every job.
-        `done` is the success message, with `{jobs}` standing for "N job(s)"."""
-        succeeded = 0
-        skipped: list[str] = []
-        for job_id in queryset.values_list("id", flat=True):
+    @admin.action(description="Run selected delayed PENDING jobs now", permissions=["operate"])
+    def run_now_jobs(self, request: HttpRequest, queryset: QuerySet[Job]):
+        return self._bulk_action(request, queryset, "run_now")
+
+    @admin.action(description="Discard selected dead letters", permissions=["operate"])
+    def discard_jobs(self, request: HttpRequest, queryset: QuerySet[Job]):
+        return self._bulk_action(request, queryset, "discard")
+
+    def _bulk_action(self, request: HttpRequest, queryset: QuerySet[Job], action: str):
+        """A selection is acted on at once; "select all N" (every job matching the filter)
+        goes to the confirmation page with the count first."""
+        if request.POST.get("select_across") == "1":
+            return HttpResponseRedirect(self._bulk_url(action, request.GET))
+        job_ids = list(queryset.values_list("id", flat=True))
+        self._apply(request, action, job_ids, scope=f"{len(job_ids)} selected")
+        return None
+
+    def _apply(self, request: HttpRequest, action: str, job_ids, *, scope: str) -> None:
+        report = jobs_bulk_apply(action=action, job_ids=job_ids, user=request.user)
+        log_bulk_action(request, report, scope=scope)
+        report_to_operator(request, report)
+
+    # --- pages of our own: act on all matching, submit a job, the job page's panel -------------
+
+    def get_urls(self):
+        info = self.opts.app_label, self.opts.model_name
+        own = [
+            path(
+                "bulk/<str:action>/",
+                self.admin_site.admin_view(self.bulk_view),
+                name="{}_{}_bulk".format(*info),
+            ),
+            path(
+                "submit/",
+                self.admin_site.admin_view(self.submit_view),
+                name="{}_{}_submit".format(*info),
+            ),
+        ]
+        return own + super().get_urls()
+
+    def _bulk_url(self, action: str, filters) -> str:
+        url = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_bulk", args=[action])
+        query = filters.urlencode() if hasattr(filters, "urlencode") else urlencode(filters)
+        return f"{url}?{query}" if query else url
+
+    def bulk_view(self, request: HttpRequest, action: str) -> HttpResponse:
+        """`action` on every job matching the job list's filters and search (the query string):
+        GET shows the confirmation page with the count; POST acts. A POST with `ids` acts on
+        those jobs only (the job page's buttons)."""
+        if action not in BULK_ACTIONS:
+            raise Http404("no such action")
+        if not self.has_operate_permission(request):
+            raise PermissionDenied
+        changelist_url = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist")
+        filters = request.GET.copy()
+        for name in ("p", "o", "e"):
+            filters.pop(name, None)
+        back_url = f"{changelist_url}?{filters.urlencode()}" if filters else changelist_url
+        if request.method == "POST" and request.POST.getlist("ids"):
+            job_ids = [job.id for job in Job.objects.filter(id__in=self._ids(request))]
+            self._apply(request, action, job_ids, scope=f"{len(job_ids)} selected")
+            next_url = request.POST.get("next", "")
+            if not url_has_allowed_host_and_scheme(next_url, {request.get_host()}):
+                next_url = back_url
+            return HttpResponseRedirect(next_url)
+        try:
+            changelist = self.get_changelist_instance(request)
+        except IncorrectLookupParameters:
+            return HttpResponseBadRequest("unknown filter in the query string")
+        matching = changelist.get_queryset(request)
+        scope = f"all matching {filters.urlencode() or 'every job'}"[:150]
+        if request.method == "POST" and request.POST.get("confirm") == "yes":
+            self._apply(request, action, matching.values_list("id", flat=True), scope=scope)
+            return HttpResponseRedirect(back_url)
+        count = matching.count()
+        sample = list(matching.values_list("id", flat=True)[:CONFIRM_SAMPLE_SIZE])
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"{BULK_ACTIONS[action].label} {count} matching jobs?",
+            "action": BULK_ACTIONS[action],
+            "count": count,
+            "scope": "every job matching " + (filters.urlencode() or "no filter: all jobs"),
+            "sample": sample,
+            "fields": [],
+            "back_url": back_url,
+            "opts": self.opts,
+        }
+        return TemplateResponse(request, "dashboard/confirm.html", context)
+
+    @staticmethod
+    def _ids(request: HttpRequest) -> list[uuid.UUID]:
+        ids = []
+        for raw in request.POST.getlist("ids"):
             try:
-                operation(job_id=job_id)
-            except (InvalidStateTransition, JobNotFound) as error:
-                skipped.append(error.message)
+                ids.append(uuid.UUID(raw))
+            except ValueError:
+                continue  # not a job id: nothing to act on
+        return ids
+
+    def submit_view(self, request: HttpRequest) -> HttpResponse:
+        """Submit a SIMULATION or TASK job through `job_submit`, validated as the API does."""
+        if not request.user.has_perm(f"{self.opts.app_label}.add_{self.opts.model_name}"):
+            raise PermissionDenied
+        form = JobSubmitForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            try:
+                result = job_submit(
+                    spec=form.spec,
+                    submitted_by=request.user,
+                    idempotency_key=form.cleaned_data["idempotency_key"] or None,
+                )
+            except JobWeaverError as error:
+                form.add_error(None, error.message)
             else:
-                succeeded += 1
-        if succeeded:
-            self.message_user(
-                request, done.format(jobs=_plural(succeeded, "job")), messages.SUCCESS
-            )
-        if skipped:
-            reasons = skipped[:MAX_SKIPPED_REASONS_SHOWN]
-            if len(skipped) > len(reasons):
-                reasons.append(f"and {len(skipped) - len(reasons)} more")
-            self.message_user(
-                request,
-                f"Skipped {_plural(len(skipped), 'job')}: {'; '.join(reasons)}",
-                messages.WARNING,
-            )
+                job = result.job
+                verb = "Submitted" if result.created else "Found the earlier submission of"
+                self.message_user(request, f"{verb} job {job.id}.", messages.SUCCESS)
+                self.log_addition(request, job, [{"added": {}}])
+                return HttpResponseRedirect(
+                    reverse(
+                        f"admin:{self.opts.app_label}_{self.opts.model_name}_change",
+                        args=[job.id],
+                    )
+                )
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Submit a job",
+            "form": form,
+            "opts": self.opts,
+        }
+        return TemplateResponse(request, "dashboard/submit.html", context)
+
+    def changelist_view(self, request: HttpRequest, extra_context=None):
+        filters = request.GET.copy()
+        for name in ("p", "o", "e", "_changelist_filters"):
+            filters.pop(name, None)
+        can_operate = self.has_operate_permission(request)
+        extra = {
+            "can_operate": can_operate,
+            "can_submit": request.user.has_perm(
+                f"{self.opts.app_label}.add_{self.opts.model_name}"
+            ),
+            "bulk_links": [
+                {"label": action.label, "url": self._bulk_url(name, filters)}
+                for name, action in BULK_ACTIONS.items()
+            ]
+            if can_operate
+            else [],
+        }
+        return super().changelist_view(request, {**extra, **(extra_context or {})})
+
+    def change_view(self, request: HttpRequest, object_id, form_url="", extra_context=None):
+        job = Job.objects.select_related("execution").filter(pk=object_id).first()
+        extra = {}
+        if job is not None:
+            execution = _execution(job)
+            attempts = attempts_for_jobs(job_ids=[job.id])[job.id]
+            detail = job_to_dict(job, attempts) if execution else None
+            progress = detail["progress"] if detail else {"stepsCompleted": 0, "totalSteps": 0}
+            total = progress["totalSteps"]
+            extra = {
+                "jw_job": job,
+                "jw_execution": execution,
+                "jw_progress": progress,
+                "jw_percent": round(100 * progress["stepsCompleted"] / total) if total else 0,
+                "jw_path": _path(detail or {"createdAt": iso(job.created_at)}, execution),
+                "jw_attempts": _attempt_rows(attempts),
+                "jw_events": job_events(job_id=job.id),
+                "jw_payload": json.dumps(job.instruction, indent=2, ensure_ascii=False),
+                "jw_result": detail.get("result") if detail else None,
+                "jw_is_task": job.job_type == JobType.TASK,
+                "jw_actions": (
+                    [(name, action.label) for name, action in BULK_ACTIONS.items()]
+                    if self.has_operate_permission(request)
+                    else []
+                ),
+            }
+        return super().change_view(request, object_id, form_url, {**extra, **(extra_context or {})})

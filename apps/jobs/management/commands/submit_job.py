@@ -111,6 +111,18 @@ def _progress_line(detail: dict) -> str:
     return line
 
 
+BAR_WIDTH = 30
+
+
+def _progress_bar(detail: dict) -> str:
+    """`[#######.......]  40% RUNNING 2/5`: the steps done (all of them once COMPLETED)."""
+    progress = detail["progress"]
+    total, done = progress["totalSteps"], progress["stepsCompleted"]
+    fraction = done / total if total else float(detail["status"] == "COMPLETED")
+    filled = round(BAR_WIDTH * fraction)
+    return f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {fraction:4.0%} {_progress_line(detail)}"
+
+
 class Command(JobWeaverCommand):
     help = (
         "Submit a job through the same validation and service as POST /api/jobs. Give the job "
@@ -358,16 +370,13 @@ class Command(JobWeaverCommand):
         """Poll the job until it ends, printing a line whenever its status or progress moves.
         With --json the lines go to stderr, so stdout stays one JSON document."""
         out = self.stderr if quiet_stdout else self.stdout
+        if out.isatty():
+            return self._follow_with_bar(detail, out=out, timeout=timeout)
         deadline = time.monotonic() + timeout
         shown = _progress_line(detail)
         printed_any = False
         while detail["status"] not in TERMINAL_STATUSES:
-            if time.monotonic() >= deadline:
-                raise CommandExit(
-                    f"gave up waiting after {timeout:g} s; job {detail['jobId']} is "
-                    f"{detail['status']}",
-                    returncode=EXIT_FAILED,
-                )
+            self._check_deadline(detail, deadline, timeout)
             time.sleep(POLL_INTERVAL_SECONDS)
             detail = job_detail(job_id=detail["jobId"])
             line = _progress_line(detail)
@@ -377,6 +386,34 @@ class Command(JobWeaverCommand):
         if not printed_any:  # ended before the first poll: still say how
             out.write(shown, style_func=str)
         return detail
+
+    @staticmethod
+    def _check_deadline(detail: dict, deadline: float, timeout: float) -> None:
+        if time.monotonic() >= deadline:
+            raise CommandExit(
+                f"gave up waiting after {timeout:g} s; job {detail['jobId']} is {detail['status']}",
+                returncode=EXIT_FAILED,
+            )
+
+    def _follow_with_bar(self, detail: dict, *, out, timeout: float) -> dict:
+        """On a terminal: one line redrawn in place, a bar of the steps done, then a newline."""
+        deadline = time.monotonic() + timeout
+        shown = ""
+        try:
+            while True:
+                line = _progress_bar(detail)
+                if line != shown:
+                    # Pad over the rest of a longer previous line.
+                    out.write("\r" + line.ljust(len(shown)), ending="", style_func=str)
+                    out.flush()
+                    shown = line
+                if detail["status"] in TERMINAL_STATUSES:
+                    return detail
+                self._check_deadline(detail, deadline, timeout)
+                time.sleep(POLL_INTERVAL_SECONDS)
+                detail = job_detail(job_id=detail["jobId"])
+        finally:
+            out.write("", style_func=str)  # end the redrawn line
 
     def _print_json(self, detail: dict) -> None:
         self.stdout.write(json.dumps(detail, indent=2))

@@ -1,0 +1,10 @@
+from django.apps import AppConfig
+
+
+class DashboardConfig(AppConfig):
+    """The operator's cockpit: the live dashboard, the dead-letter desk and bulk job actions."""
+
+    name = "apps.dashboard"
+    label = "dashboard"
+    verbose_name = "Operations"
+    default_auto_field = "django.db.models.BigAutoField"

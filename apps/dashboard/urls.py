@@ -1,0 +1,14 @@
+from django.contrib import admin
+from django.urls import path
+
+from apps.dashboard import views
+
+urlpatterns = [
+    path("", admin.site.admin_view(views.dashboard), name="jobweaver-dashboard"),
+    path("live/", admin.site.admin_view(views.dashboard_live), name="jobweaver-dashboard-live"),
+    path(
+        "dead-letters/",
+        admin.site.admin_view(views.dead_letter_desk),
+        name="jobweaver-dead-letters",
+    ),
+]

@@ -1,0 +1,212 @@
+"""The cockpit's admin pages: the live dashboard (and the JSON it refreshes from) and the
+dead-letter desk. Wrapped in the admin site's `admin_view` (apps/dashboard/urls.py): staff only,
+with the admin's login page for everyone else."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.db import DatabaseError
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.shortcuts import render
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods
+
+from apps.core.timeutil import iso
+from apps.dashboard.adminlog import log_bulk_action, report_to_operator
+from apps.dashboard.charts import throughput_svg
+from apps.dashboard.kafka_status import kafka_status
+from apps.dashboard.selectors import (
+    GROUP_ERROR_CHARS,
+    attempts_per_minute,
+    database_health,
+    database_now,
+    dead_letter_groups,
+    dead_letter_job_ids,
+    executors_with_work,
+    recent_failures,
+    status_counts,
+)
+from apps.dashboard.services import BULK_ACTIONS, jobs_bulk_apply
+
+VIEW_JOB = "jobs.view_job"
+OPERATE = "jobs.change_job"  # retrying and cancelling are what "change job" means (JobAdmin)
+REFRESH_SECONDS = 3
+DESK_ACTIONS = ("retry", "discard")
+
+
+def job_list_url(**params) -> str:
+    """The admin's job list, filtered (the JobAdmin's filter parameters)."""
+    url = reverse("admin:jobs_job_changelist")
+    return f"{url}?{urlencode(params)}" if params else url
+
+
+def _require(request: HttpRequest, permission: str) -> None:
+    if not request.user.has_perm(permission):
+        raise PermissionDenied
+
+
+def _status_tiles(counts: dict) -> list[dict]:
+    status = "execution__status"
+    return [
+        {"key": "pending", "label": "Pending", "url": job_list_url(**{status: "PENDING"})},
+        {"key": "retrying", "label": "Retrying", "url": job_list_url(**{status: "RETRYING"})},
+        {"key": "dispatched", "label": "Dispatched", "url": job_list_url(**{status: "DISPATCHED"})},
+        {"key": "running", "label": "Running", "url": job_list_url(**{status: "RUNNING"})},
+        {"key": "completed", "label": "Completed", "url": job_list_url(**{status: "COMPLETED"})},
+        {
+            "key": "dead_letters",
+            "label": "Dead letters",
+            "url": reverse("jobweaver-dead-letters"),
+        },
+        {"key": "cancelled", "label": "Cancelled", "url": job_list_url(**{status: "CANCELLED"})},
+    ]
+
+
+def dashboard_context() -> dict:
+    now = database_now()
+    counts = status_counts(now=now)
+    buckets = attempts_per_minute(now=now)
+    succeeded = sum(b.succeeded for b in buckets)
+    failed = sum(b.failed for b in buckets)
+    oldest_due = counts["oldest_due"]
+    try:
+        database = database_health()
+    except DatabaseError as error:  # pragma: no cover - the page itself needs the database
+        database = {"ok": False, "error": str(error)}
+    tiles = _status_tiles(counts)
+    for tile in tiles:
+        tile["count"] = counts[tile["key"]]
+    return {
+        "now": now,
+        "counts": counts,
+        "tiles": tiles,
+        "oldest_due_seconds": (now - oldest_due).total_seconds() if oldest_due else None,
+        "due_url": job_list_url(execution__status="DUE", o="-6"),
+        "delayed_url": job_list_url(execution__status="DELAYED"),
+        "last_hour": {
+            "succeeded": succeeded,
+            "failed": failed,
+            "per_minute": round(succeeded / 60, 2),
+            "failure_rate": failed / (succeeded + failed) if succeeded + failed else 0.0,
+        },
+        "chart": throughput_svg(
+            buckets,
+            completed_url=job_list_url(execution__status="COMPLETED"),
+            failed_url=job_list_url(has_error="yes"),
+        ),
+        "executors": [
+            {**executor, "url": job_list_url(q=executor["worker_id"])}
+            for executor in executors_with_work()
+        ],
+        "kafka": kafka_status(),
+        "database": database,
+        "failures": recent_failures(),
+        "dead_letters_url": reverse("jobweaver-dead-letters"),
+        "refresh_seconds": REFRESH_SECONDS,
+    }
+
+
+def _figures(context: dict) -> dict:
+    """The dashboard's numbers as JSON (for scripts and the page's own refresh)."""
+    kafka = context["kafka"]
+    return {
+        "at": iso(context["now"]),
+        "counts": {tile["key"]: tile["count"] for tile in context["tiles"]},
+        "oldestDueJobAgeSeconds": context["oldest_due_seconds"],
+        "lastHour": context["last_hour"],
+        "executors": [
+            {
+                "workerId": e["worker_id"],
+                "slots": e["slots"],
+                "dispatched": e["dispatched"],
+                "running": e["running"],
+            }
+            for e in context["executors"]
+        ],
+        "kafka": {
+            "ok": kafka.ok,
+            "error": kafka.error or None,
+            "topics": [
+                {"topic": t.topic, "endOffset": t.end_offset, "lag": t.lag} for t in kafka.topics
+            ],
+        },
+        "database": {"ok": context["database"]["ok"]},
+    }
+
+
+def dashboard(request: HttpRequest) -> HttpResponse:
+    _require(request, VIEW_JOB)
+    context = {
+        **admin.site.each_context(request),
+        **dashboard_context(),
+        "title": "Operations dashboard",
+    }
+    return render(request, "dashboard/dashboard.html", context)
+
+
+def dashboard_live(request: HttpRequest) -> JsonResponse:
+    """What the page's script polls: the panels re-rendered on the server, and the figures."""
+    _require(request, VIEW_JOB)
+    context = dashboard_context()
+    html = render_to_string("dashboard/_panels.html", context, request=request)
+    return JsonResponse({"html": html, "figures": _figures(context)})
+
+
+@require_http_methods(["GET", "POST"])
+def dead_letter_desk(request: HttpRequest) -> HttpResponse:
+    """Dead letters grouped by final error, with retry and discard per group or for all.
+    A POST without `confirm` shows the confirmation page with the count; with it, acts."""
+    _require(request, VIEW_JOB)
+    can_operate = request.user.has_perm(OPERATE)
+    if request.method == "POST":
+        if not can_operate:
+            raise PermissionDenied
+        action = request.POST.get("action", "")
+        if action not in DESK_ACTIONS:
+            raise PermissionDenied
+        error = request.POST.get("error")  # absent: every dead letter
+        if error is not None:
+            error = error[:GROUP_ERROR_CHARS]
+        job_ids = dead_letter_job_ids(error=error)
+        scope = "all dead letters" if error is None else f"dead letters with error {error!r}"
+        if request.POST.get("confirm") != "yes":
+            return render(
+                request,
+                "dashboard/confirm.html",
+                {
+                    **admin.site.each_context(request),
+                    "title": f"{BULK_ACTIONS[action].label} {len(job_ids)} dead letters?",
+                    "action": BULK_ACTIONS[action],
+                    "count": len(job_ids),
+                    "scope": scope,
+                    "sample": job_ids[:20],
+                    "fields": [
+                        ("action", action),
+                        *([("error", error)] if error is not None else []),
+                    ],
+                    "back_url": reverse("jobweaver-dead-letters"),
+                },
+            )
+        report = jobs_bulk_apply(action=action, job_ids=job_ids, user=request.user)
+        log_bulk_action(request, report, scope=scope[:150])
+        report_to_operator(request, report)
+        return HttpResponseRedirect(reverse("jobweaver-dead-letters"))
+    groups = dead_letter_groups()
+    for group in groups:
+        group["url"] = job_list_url(execution__status="DEAD_LETTER", q=group["error"][:100])
+    return render(
+        request,
+        "dashboard/dead_letters.html",
+        {
+            **admin.site.each_context(request),
+            "title": "Dead-letter desk",
+            "groups": groups,
+            "total": sum(group["count"] for group in groups),
+            "can_operate": can_operate,
+            "all_url": job_list_url(execution__status="DEAD_LETTER"),
+        },
+    )
