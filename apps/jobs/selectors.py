@@ -21,7 +21,8 @@ def parse_job_id(raw: str | uuid.UUID) -> uuid.UUID:
     try:
         return uuid.UUID(str(raw))
     except ValueError:
-        raise JobNotFound(f"Job {raw} not found", job_id=raw) from None
+        # Not a job id at all, so the error's jobId (a UUID) stays empty; the message names it.
+        raise JobNotFound(f"Job {str(raw)[:100]} not found") from None
 
 
 VIEW_ALL_JOBS = "jobs.view_all_jobs"

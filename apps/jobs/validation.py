@@ -27,6 +27,7 @@ MAX_ITERATIONS = 100_000_000
 MAX_MESSAGE_CHARS = 1000
 MAX_FLAKY_FAIL_TIMES = 1000
 MAX_URL_CHARS = 2000
+MAX_UTC_OFFSET = timedelta(hours=14)
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ def _step(raw: Any, path: str) -> dict:
     if not isinstance(raw, dict):
         raise InvalidRequest(f"{path} must be an object, got {_type_name(raw)}")
     action = raw.get("action")
-    if action not in STEP_RULES:
+    if not isinstance(action, str) or action not in STEP_RULES:  # a dict is not even hashable
         known = ", ".join(STEP_RULES)
         raise InvalidRequest(f"{path}.action must be one of {known}, got {action!r}")
     rule = STEP_RULES[action]
@@ -198,6 +199,8 @@ def _run_at(value: Any) -> datetime | None:
         raise InvalidRequest(f"runAt is not an ISO-8601 date-time: {value!r}") from None
     if parsed.tzinfo is None:
         raise InvalidRequest("runAt must carry a time zone (e.g. 2026-01-01T12:00:00Z)")
+    if abs(parsed.utcoffset()) > MAX_UTC_OFFSET:  # no zone is further; PostgreSQL refuses them
+        raise InvalidRequest(f"runAt has a UTC offset beyond ±14:00: {value!r}")
     horizon_days = settings.JOBWEAVER_MAX_RUN_AT_DAYS
     try:
         # Year 9999 with a negative offset (or year 1 with a positive one) is no UTC time.

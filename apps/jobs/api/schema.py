@@ -24,7 +24,9 @@ STATUSES = ExecutionStatus.values
 
 def _step(action: str, **fields) -> type[serializers.Serializer]:
     attrs = {"action": serializers.ChoiceField(choices=[action])} | fields
-    return type(f"{action.title().replace('_', '')}Step", (serializers.Serializer,), attrs)
+    step = type(f"{action.title().replace('_', '')}Step", (serializers.Serializer,), attrs)
+    step.action = action  # the discriminator's value (the field itself lives in _declared_fields)
+    return step
 
 
 def _duration(**kwargs):
@@ -59,7 +61,8 @@ STEP_SERIALIZERS = [
 
 Step = PolymorphicProxySerializer(
     component_name="Step",
-    serializers=STEP_SERIALIZERS,
+    # action -> its step's serializer: the discriminator's mapping.
+    serializers={serializer.action: serializer for serializer in STEP_SERIALIZERS},
     resource_type_field_name="action",
     many=False,
 )

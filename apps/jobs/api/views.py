@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.urls import reverse
@@ -20,9 +20,16 @@ from apps.executor.selectors import attempts_for_jobs
 from apps.jobs.api import schema
 from apps.jobs.api.permissions import HasOperationPermission
 from apps.jobs.api.throttling import SubmissionThrottle
+from apps.jobs.models import JobType
 from apps.jobs.representation import job_to_dict
 from apps.jobs.selectors import job_attempts, job_detail, job_get, job_list, job_stats
-from apps.jobs.services import job_cancel, job_retry, job_submit, job_submit_batch
+from apps.jobs.services import (
+    TRACE_ID_PATTERN,
+    job_cancel,
+    job_retry,
+    job_submit,
+    job_submit_batch,
+)
 from apps.jobs.validation import parse_batch_request, parse_job_request
 
 # ASCII digits only: str.isdigit() accepts "²", which int() refuses.
@@ -79,7 +86,28 @@ def _time_param(request: Request, name: str) -> datetime | None:
         raise InvalidRequest(
             f"{name} must be an ISO-8601 date-time with a time zone, e.g. 2026-01-01T00:00:00Z"
         )
-    return parsed
+    try:
+        return parsed.astimezone(UTC)  # PostgreSQL refuses offsets beyond ±15:59
+    except OverflowError:
+        raise InvalidRequest(f"{name} is out of range") from None
+
+
+def _choice_param(request: Request, name: str, choices: list[str]) -> str | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    if raw not in choices:
+        raise InvalidRequest(f"{name} must be one of {', '.join(choices)}")
+    return raw
+
+
+def _trace_id_param(request: Request) -> str | None:
+    raw = request.query_params.get("traceId")
+    if raw is None or raw == "":
+        return None
+    if not TRACE_ID_PATTERN.match(raw):
+        raise InvalidRequest("traceId must be 1-64 characters of letters, digits, . _ : -")
+    return raw
 
 
 def _submitted_headers(job) -> dict:
@@ -153,11 +181,11 @@ class JobListCreateView(JobView):
         jobs, total = job_list(
             user=request.user,
             status=request.query_params.get("status") or None,
-            job_type=request.query_params.get("type") or None,
+            job_type=_choice_param(request, "type", JobType.values),
             priority=_int_param(request, "priority", None, 0, 9),
             created_after=_time_param(request, "createdAfter"),
             created_before=_time_param(request, "createdBefore"),
-            trace_id=request.query_params.get("traceId") or None,
+            trace_id=_trace_id_param(request),
             sort=request.query_params.get("sort") or "-createdAt",
             page=page,
             size=size,

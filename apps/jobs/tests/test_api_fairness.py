@@ -1,0 +1,201 @@
+"""Fairness and failure (OWASP API4, API8): the per-user submission throttle answers 429 with
+Retry-After and recovers; the per-user cap on waiting and running jobs holds under 20
+concurrent clients (real threads, real PostgreSQL connections); server errors are the error
+body without details."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from django.db import connection
+from django.test import Client
+from rest_framework.test import APIClient
+
+from apps.accounts.tests.helpers import SUBMITTER, make_user, token_for
+from apps.jobs.api import views
+from apps.jobs.models import Job
+from apps.jobs.tests.api_helpers import assert_error_body, counts
+from tests.stack import wait_for
+
+BODY = {"jobType": "SIMULATION", "payload": {"steps": [{"action": "LOG", "message": "x"}]}}
+CLIENTS = 20
+
+
+def token_client(username: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token_for(make_user(username, *SUBMITTER))}")
+    return client
+
+
+def post(client: APIClient, path: str = "/api/jobs", body: dict = BODY):
+    return client.post(path, json.dumps(body), content_type="application/json")
+
+
+# --- throttling --------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_submission_throttle_answers_429_with_retry_after_and_recovers(settings):
+    settings.JOBWEAVER_SUBMIT_THROTTLE_RATE = 3
+    settings.JOBWEAVER_SUBMIT_THROTTLE_WINDOW_SECONDS = 2
+    alice, bob = token_client("alice"), token_client("bob")
+
+    # Within one window at most 3 get through; the window may turn over between two requests,
+    # so send until the throttle answers (at most two windows' worth plus one).
+    statuses = []
+    for _ in range(7):
+        before = counts()
+        response = post(alice)
+        statuses.append(response.status_code)
+        if response.status_code == 429:
+            break
+    assert statuses[-1] == 429, statuses
+    assert statuses.count(202) <= 6
+    assert_error_body(response, 429, "API.THROTTLED")
+    assert 1 <= int(response["Retry-After"]) <= 2
+    assert counts() == before  # the throttled request persisted nothing
+
+    assert post(bob).status_code == 202  # one user's throttle is not another's
+
+    # Recovers once the window has passed.
+    wait_for(lambda: post(alice).status_code == 202, timeout=10, message="the throttle to lift")
+
+
+@pytest.mark.django_db
+def test_reads_are_not_throttled(settings):
+    settings.JOBWEAVER_SUBMIT_THROTTLE_RATE = 1
+    client = token_client("carol")
+    assert [client.get("/api/jobs").status_code for _ in range(5)] == [200] * 5
+
+
+@pytest.mark.django_db
+def test_a_batch_counts_as_one_submission_request(settings):
+    settings.JOBWEAVER_SUBMIT_THROTTLE_RATE = 1
+    settings.JOBWEAVER_SUBMIT_THROTTLE_WINDOW_SECONDS = 3600
+    client = token_client("dave")
+    assert post(client, "/api/jobs/batch", {"jobs": [BODY] * 5}).status_code == 202
+    assert_error_body(post(client, "/api/jobs/batch", {"jobs": [BODY]}), 429, "API.THROTTLED")
+
+
+# --- the per-user cap under concurrency ---------------------------------------------------------
+
+
+def run_concurrently(requests: list) -> list:
+    """Run each callable on its own thread (own database connection), released together."""
+    barrier = threading.Barrier(len(requests))
+    results: list = [None] * len(requests)
+
+    def run(index: int, request) -> None:
+        try:
+            barrier.wait(timeout=30)
+            results[index] = request()
+        finally:
+            connection.close()  # this thread's connection
+
+    threads = [threading.Thread(target=run, args=(i, r)) for i, r in enumerate(requests)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    return results
+
+
+@pytest.fixture
+def concurrent_submitters(settings, monkeypatch):
+    settings.JOBWEAVER_SUBMIT_THROTTLE_RATE = 1_000_000
+    # Only the cap is under test: no broker work after each commit.
+    monkeypatch.setattr("apps.outbox.services.relay_soon", lambda: None)
+    monkeypatch.setattr("apps.jobs.services.dispatch_job_now", lambda job_id: None)
+    monkeypatch.setattr("apps.jobs.services._dispatch_now", lambda job_ids: None)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_active_jobs_cap_holds_under_20_concurrent_clients(settings, concurrent_submitters):
+    settings.JOBWEAVER_MAX_ACTIVE_JOBS_PER_USER = 5
+    user = make_user("erin", *SUBMITTER)
+    key = token_for(user)
+
+    def submit():
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+        return post(client)
+
+    responses = run_concurrently([submit] * CLIENTS)
+
+    statuses = sorted(response.status_code for response in responses)
+    assert statuses == [202] * 5 + [429] * (CLIENTS - 5)
+    assert Job.objects.filter(submitted_by=user).count() == 5
+    refused = next(r for r in responses if r.status_code == 429)
+    assert_error_body(refused, 429, "API.THROTTLED")
+    assert "at most 5 jobs may wait or run" in refused.json()["message"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_cap_counts_every_job_of_concurrent_batches(settings, concurrent_submitters):
+    settings.JOBWEAVER_MAX_ACTIVE_JOBS_PER_USER = 7
+    user = make_user("frank", *SUBMITTER)
+    key = token_for(user)
+
+    def submit_batch():
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+        return post(client, "/api/jobs/batch", {"jobs": [BODY, BODY]})
+
+    responses = run_concurrently([submit_batch] * CLIENTS)
+
+    assert sorted(r.status_code for r in responses) == [202] * 3 + [429] * (CLIENTS - 3)
+    assert Job.objects.filter(submitted_by=user).count() == 6
+
+
+@pytest.mark.django_db
+def test_finished_jobs_free_the_cap(settings):
+    settings.JOBWEAVER_MAX_ACTIVE_JOBS_PER_USER = 1
+    client = token_client("grace")
+    job_id = post(client).json()["jobId"]
+    assert_error_body(post(client), 429, "API.THROTTLED")
+    assert client.post(f"/api/jobs/{job_id}/cancel").status_code == 200
+    assert post(client).status_code == 202
+
+
+@pytest.mark.django_db
+def test_high_priorities_need_the_permission(settings):
+    settings.JOBWEAVER_PRIORITY_PERMISSION_ABOVE = 6
+    plain, privileged = token_client("heidi"), APIClient()
+    privileged.force_authenticate(make_user("ivan", *SUBMITTER, "jobs.submit_high_priority"))
+
+    assert post(plain, body={**BODY, "priority": 6}).status_code == 202
+    assert_error_body(post(plain, body={**BODY, "priority": 7}), 403, "API.FORBIDDEN")
+    batch = {"jobs": [BODY, {**BODY, "priority": 9}]}
+    assert_error_body(post(plain, "/api/jobs/batch", batch), 403, "API.FORBIDDEN")
+    assert post(privileged, body={**BODY, "priority": 9}).status_code == 202
+
+
+# --- server errors ------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_server_error_in_a_view_is_the_error_body_without_details(monkeypatch):
+    def broken(**kwargs):
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr(views, "job_stats", broken)
+
+    response = token_client("judy").get("/api/stats")
+
+    assert_error_body(response, 500, "API.INTERNAL_ERROR")
+    assert "secret" not in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_a_server_error_outside_the_views_is_the_error_body_too(monkeypatch):
+    def broken(path):
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr("apps.jobs.api.middleware.body_limit", broken)
+
+    response = Client(raise_request_exception=False).get("/api/jobs")
+
+    assert_error_body(response, 500, "API.INTERNAL_ERROR")
+    assert "secret" not in response.content.decode()
