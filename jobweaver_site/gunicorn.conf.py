@@ -8,6 +8,7 @@ first submit after a start does not wait for the broker connection.
 """
 
 import os
+import tempfile
 import threading
 
 bind = os.environ.get("JOBWEAVER_WEB_BIND", "127.0.0.1:8000")
@@ -17,6 +18,20 @@ worker_class = "gthread"
 accesslog = "-"
 timeout = 60
 graceful_timeout = 30
+
+# /metrics must count what every gunicorn worker did, whichever one answers the scrape:
+# prometheus-client's multiprocess mode (per-worker files in one directory, summed at scrape
+# time). Set before any worker imports prometheus_client; a fresh directory per start, so
+# counters of a previous run never leak in. Workers of Celery do not fork: they serve their own
+# port instead (apps/core/metrics.py).
+if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="jobweaver-metrics-")
+
+
+def child_exit(server, worker):
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
 
 
 def post_worker_init(worker):

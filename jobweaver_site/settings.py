@@ -53,11 +53,14 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # GET /metrics for Prometheus, before host validation and the HTTPS redirect (it scrapes
+    # pods by IP over plain HTTP).
+    "jobweaver_site.metrics.MetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    # Static files (the admin's) from the web process itself, in the dev stack and in compose.
-    "whitenoise.middleware.WhiteNoiseMiddleware",
     # The request's X-Trace-Id in the context of its log lines (apps/core/logcontext.py).
     "apps.core.logcontext.TraceContextMiddleware",
+    # Static files (the admin's) from the web process itself, in the dev stack and in compose.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     # Refuses oversized API bodies (413) before the session, CSRF or any parser reads them.
     "apps.jobs.api.middleware.ApiBodyLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -256,8 +259,6 @@ JOBWEAVER_SHUTDOWN_GRACE_SECONDS = env.float("JOBWEAVER_SHUTDOWN_GRACE_SECONDS",
 # Threads per executor process (the `threads` pool); prefetch equals this number.
 JOBWEAVER_EXECUTOR_CONCURRENCY = env.int("JOBWEAVER_EXECUTOR_CONCURRENCY", default=4)
 
-LOGGING = {
-    "version": 1,
 # Every line carries service, trace id, job id and attempt (apps/core/logcontext.py);
 # JOBWEAVER_LOG_FORMAT=json writes one JSON object per line instead of plain text.
 JOBWEAVER_LOG_FORMAT = env.str("JOBWEAVER_LOG_FORMAT", default="plain")
@@ -266,7 +267,12 @@ if JOBWEAVER_LOG_FORMAT not in ("plain", "json"):
 # Workers serve their Prometheus metrics on this port, one per process (0 = off); the web
 # serves them at /metrics (apps/core/metrics.py).
 JOBWEAVER_METRICS_PORT = env.int("JOBWEAVER_METRICS_PORT", default=0)
+# When set, GET /metrics needs `Authorization: Bearer <token>` (empty: open; keep it internal).
+JOBWEAVER_METRICS_TOKEN = env.str("JOBWEAVER_METRICS_TOKEN", default="")
+LOGGING = {
+    "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"context": {"()": "apps.core.logcontext.ContextFilter"}},
     "formatters": {
         "plain": {"()": "apps.core.logcontext.PlainFormatter"},
         "json": {"()": "apps.core.logcontext.JsonFormatter"},
@@ -277,7 +283,6 @@ JOBWEAVER_METRICS_PORT = env.int("JOBWEAVER_METRICS_PORT", default=0)
             "formatter": JOBWEAVER_LOG_FORMAT,
             "filters": ["context"],
         }
-    "filters": {"context": {"()": "apps.core.logcontext.ContextFilter"}},
     },
     "root": {"handlers": ["console"], "level": env.str("JOBWEAVER_LOG_LEVEL", default="INFO")},
     "loggers": {

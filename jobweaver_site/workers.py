@@ -54,7 +54,13 @@ def main(argv: list[str]) -> None:
     import django
 
     django.setup()
+    from django.conf import settings
+
+    from apps.core import metrics
     from jobweaver_site.celery import app
+
+    # Counters of this process, on a port of its own (why not multiprocess: apps/core/metrics.py).
+    metrics.serve(settings.JOBWEAVER_METRICS_PORT)
 
     app.start(celery_argv(argv[0], name=argv[1] if len(argv) > 1 else None))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -47,6 +48,13 @@ def child_environment() -> dict[str, str]:
     return env
 
 
+def free_port() -> int:
+    """A TCP port free right now on 127.0.0.1 (the OS picks it)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 class WorkerProcess:
     def __init__(
         self,
@@ -59,6 +67,7 @@ class WorkerProcess:
         self.role, self.name, self.env, self.module = role, name, env, module
         self.log_path = LOG_DIR / f"{settings.JOBWEAVER_KAFKA_TOPIC_PREFIX}{name}.log"
         self.process: subprocess.Popen | None = None
+        self.metrics_port: int | None = None
 
     def start(self) -> WorkerProcess:
         LOG_DIR.mkdir(parents=True, exist_ok=True)
@@ -66,10 +75,14 @@ class WorkerProcess:
         argv = [sys.executable, "-m", self.module, self.role]
         if self.role != "beat":
             argv.append(f"{self.name}@%h")
+        env = dict(child_environment() if self.env is None else self.env)
+        # Each worker process serves its Prometheus metrics on a port of its own.
+        env.setdefault("JOBWEAVER_METRICS_PORT", str(free_port()))
+        self.metrics_port = int(env["JOBWEAVER_METRICS_PORT"])
         self.process = subprocess.Popen(
             argv,
             cwd=ROOT,
-            env=child_environment() if self.env is None else self.env,
+            env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

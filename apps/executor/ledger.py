@@ -13,6 +13,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from apps.core import metrics
 from apps.core.db import DatabaseNow, assert_in_transaction
 from apps.executor.models import AttemptOutcome, ExecutionAttempt
 
@@ -87,4 +88,7 @@ def attempt_close(
     if log_lines is not None:
         fields["log_lines"] = list(log_lines)
     running = ExecutionAttempt.objects.filter(event_id=event_id, outcome=AttemptOutcome.RUNNING)
-    return running.update(**fields) == 1
+    closed = running.update(**fields) == 1
+    if closed:
+        metrics.count_on_commit(metrics.ATTEMPTS.labels(str(outcome)).inc)
+    return closed

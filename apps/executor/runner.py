@@ -18,6 +18,7 @@ import uuid
 from django.conf import settings
 from django.db import connection
 
+from apps.core import metrics
 from apps.core.db import DATABASE_UNAVAILABLE, retry_while_database_unavailable
 from apps.core.logcontext import log_context
 from apps.executor import ledger, shutdown
@@ -149,9 +150,11 @@ class AttemptRunner:
         )
         if not accepted:
             return None
+        outcome = AttemptOutcome.LOST if ending is Ending.RELEASED else str(ending)
+        metrics.ATTEMPT_DURATION.labels(outcome).observe(time.monotonic() - self.started)
         if ending in (Ending.SUCCESS, Ending.FAILURE):
             logger.info("job %s attempt %d: %s %s", claimed.job_id, claimed.attempt, ending, error)
-        return AttemptOutcome.LOST if ending is Ending.RELEASED else str(ending)
+        return outcome
 
     def on_step_done(self, count: int) -> None:
         self.steps_completed = count

@@ -6,11 +6,13 @@ from __future__ import annotations
 import logging
 import re
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
+from apps.core import metrics
 from apps.core.db import assert_in_transaction
 from apps.core.errors import Forbidden, IdempotencyConflict, InvalidRequest, QuotaExceeded
 from apps.core.kafka import JOB_CREATED
@@ -155,6 +157,7 @@ def _job_create(spec: JobSpec, submitted_by, idempotency_key, fingerprint, trace
     outbox_enqueue(
         topic=JOB_CREATED, key=str(job.id), trace_id=trace_id, payload=_job_created_event(job)
     )
+    metrics.count_on_commit(metrics.JOBS_SUBMITTED.labels(job.job_type).inc)
     transaction.on_commit(lambda: dispatch_job_now(job.id))
     with log_context(trace_id=trace_id, job_id=job.id):
         logger.info("job %s submitted (trace %s)", job.id, trace_id)
@@ -214,6 +217,9 @@ def job_submit_batch(
         events=[(str(job.id), _job_created_event(job), job.trace_id) for job in jobs],
     )
     job_ids = [job.id for job in jobs]
+    for job_type, count in Counter(job.job_type for job in jobs).items():
+        submitted = metrics.JOBS_SUBMITTED.labels(job_type)
+        metrics.count_on_commit(lambda submitted=submitted, count=count: submitted.inc(count))
     transaction.on_commit(lambda: _dispatch_now(job_ids))
     logger.info("batch of %d jobs submitted", len(jobs))
     return jobs

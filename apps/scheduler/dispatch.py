@@ -28,6 +28,7 @@ from django.conf import settings
 from django.db import transaction
 
 import kombu_kafka
+from apps.core import metrics
 from apps.core.kafka import RUN_JOB, event_producer, topic_name
 from apps.core.logcontext import log_context
 from apps.scheduler import flow, lifecycle
@@ -54,11 +55,14 @@ class Delivery(_Route):
     fourth field, so callers keep unpacking (job id, event id, partition)."""
 
     trace_id: str | None = None
+    waited_seconds: float | None = None  # due → dispatched (a metric)
 
     @classmethod
-    def traced(cls, job_id: str, event_id: str, partition: int | None, trace_id: str) -> Delivery:
+    def traced(
+        cls, job_id: str, event_id: str, partition: int | None, trace_id: str, waited: float
+    ) -> Delivery:
         delivery = cls(job_id, event_id, partition)
-        delivery.trace_id = trace_id
+        delivery.trace_id, delivery.waited_seconds = trace_id, waited
         return delivery
 
 
@@ -155,7 +159,9 @@ def _claim(
         ]
     )
     deliveries = [
-        Delivery.traced(str(claim.job_id), str(claim.event_id), partition, claim.trace_id)
+        Delivery.traced(
+            str(claim.job_id), str(claim.event_id), partition, claim.trace_id, claim.waited_seconds
+        )
         for claim, (_, partition) in zip(claimed, targets, strict=True)
     ]
     return deliveries, free - len(deliveries)
@@ -170,7 +176,10 @@ def _publish(deliveries: list[Delivery], publish: Publisher) -> None:
         with transaction.atomic():
             lifecycle.executions_unsend([uuid.UUID(d.event_id) for d in deliveries])
         raise
+    metrics.JOBS_DISPATCHED.inc(len(deliveries))
     for delivery in deliveries:
+        if delivery.waited_seconds is not None:
+            metrics.DISPATCH_WAIT.observe(delivery.waited_seconds)
         with log_context(trace_id=delivery.trace_id, job_id=delivery.job_id):
             logger.info(
                 "job %s dispatched: delivery %s on partition %s",

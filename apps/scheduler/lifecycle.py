@@ -34,6 +34,7 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import F
 
+from apps.core import metrics
 from apps.core.db import DatabaseNow, assert_in_transaction, seconds
 from apps.core.errors import InvalidStateTransition, JobNotFound
 from apps.core.kafka import JOB_COMPLETED, JOB_DEAD_LETTER, JOB_FAILED
@@ -155,6 +156,7 @@ def _apply(
         )
     if frees_a_credit:
         notify_dispatch()
+    metrics.count_on_commit(metrics.TRANSITIONS.labels(name).inc)
     return execution
 
 
@@ -267,6 +269,7 @@ def executions_claim(
         )
         rows = cursor.fetchall()
     rows.sort(key=lambda row: (-row[2], row[3]))
+    metrics.count_on_commit(lambda: metrics.TRANSITIONS.labels("dispatch").inc(len(rows)))
     return [
         Claim(job_id, event_id, trace_id, float(waited))
         for job_id, event_id, _, _, trace_id, waited in rows
@@ -285,6 +288,8 @@ def execution_start(
     if execution is None or not allows(execution, "start"):
         return None
     now = execution.db_now
+    waited = max((now - execution.dispatched_at).total_seconds(), 0.0)
+    metrics.count_on_commit(lambda: metrics.START_WAIT.observe(waited))
     return _apply(
         execution,
         "start",
@@ -415,6 +420,7 @@ def _fail(execution: JobExecution, *, actor: Actor, error: str, retryable: bool)
         changes={**changes, "finished_at": now},
         events=((JOB_FAILED, failed), (JOB_DEAD_LETTER, dead_letter)),
     )
+    metrics.count_on_commit(metrics.JOBS_DEAD_LETTERED.inc)
     logger.warning(
         "job %s dead-lettered after %d attempt(s): %s", job_id, execution.attempt_count, error
     )
@@ -501,6 +507,7 @@ def executions_lock_expired(
 def execution_redeliver(execution: JobExecution) -> JobExecution:
     """DISPATCHED → PENDING for a locked execution whose dispatch lease expired: due at once,
     token cleared (a late message is fenced off), no attempt, no retry used; counted."""
+    metrics.count_on_commit(metrics.JOBS_REDELIVERED.inc)
     return _apply(
         execution,
         "redeliver",
@@ -551,6 +558,8 @@ def executions_unsend(event_ids: list[uuid.UUID]) -> int:
     )
     if moved:
         notify_dispatch()
+        metrics.count_on_commit(lambda: metrics.JOBS_REDELIVERED.inc(moved))
+        metrics.count_on_commit(lambda: metrics.TRANSITIONS.labels("redeliver").inc(moved))
     return moved
 
 

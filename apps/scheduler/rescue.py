@@ -26,6 +26,7 @@ from datetime import datetime
 
 from django.db import transaction
 
+from apps.core import metrics
 from apps.core.db import drain_in_batches
 from apps.core.logcontext import log_context
 from apps.core.timeutil import iso
@@ -62,6 +63,7 @@ def _rescue_batch(
         limit=batch_size, expired_by=expired_by, job_ids=job_ids
     )
     for execution in executions:
+        metrics.count_on_commit(metrics.LEASES_RESCUED.labels(execution.status).inc)
         with log_context(trace_id=execution.job.trace_id, job_id=execution.job_id):
             _rescue_one(execution)
     return [execution.job_id for execution in executions]

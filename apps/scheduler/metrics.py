@@ -1,0 +1,109 @@
+"""Cluster-wide gauges, computed at scrape time from PostgreSQL and Kafka (served by the web's
+/metrics): jobs by status, the oldest due job's age, live executors, their slots and free
+credits (ARCHITECTURE §4a), and the consumer lag of each run-job and scheduler partition.
+
+They describe the whole deployment, not one process, so only the web serves them; with several
+web replicas every replica reports the same values (use max() in queries, not sum()). Consumer
+lag is measured from outside the consumer group — committed offsets against the log end — so
+it keeps rising while every executor is stopped, which is when it matters.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from confluent_kafka import KafkaException
+from django.db import connection, transaction
+from django.db.models import Count
+from django.db.utils import DatabaseError
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+import kombu_kafka
+from apps.core.kafka import RUN_JOB, SCHEDULER, common_config, topic_name
+from apps.scheduler import flow
+from apps.scheduler.models import ExecutionStatus, JobExecution
+
+logger = logging.getLogger(__name__)
+
+
+def oldest_due_seconds() -> float:
+    """Age of the oldest PENDING execution that is due (0 when none waits), database clock."""
+    table = JobExecution._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT EXTRACT(EPOCH FROM clock_timestamp() - min(next_run_at)) FROM {table} "
+            "WHERE status = %s AND next_run_at <= clock_timestamp()",
+            [ExecutionStatus.PENDING],
+        )
+        (age,) = cursor.fetchone()
+    return max(float(age or 0), 0.0)
+
+
+class ClusterCollector(Collector):
+    def collect(self):
+        up = GaugeMetricFamily(
+            "jobweaver_metrics_source_up",
+            "1 when the scrape could read this source of cluster gauges",
+            labels=["source"],
+        )
+        try:
+            yield from self._database()
+            up.add_metric(["postgresql"], 1)
+        except DatabaseError as exc:
+            logger.warning("metrics: PostgreSQL gauges unavailable: %s", exc)
+            up.add_metric(["postgresql"], 0)
+        try:
+            yield self._lag()
+            up.add_metric(["kafka"], 1)
+        except KafkaException as exc:
+            logger.warning("metrics: Kafka consumer lag unavailable: %s", exc)
+            up.add_metric(["kafka"], 0)
+        yield up
+
+    def _database(self):
+        counts = dict(
+            JobExecution.objects.values_list("status").annotate(count=Count("id")).order_by()
+        )
+        jobs = GaugeMetricFamily("jobweaver_jobs", "Jobs by status", labels=["status"])
+        for status in ExecutionStatus:
+            jobs.add_metric([status.value], counts.get(status.value, 0))
+        live = flow.live_executors()
+        with transaction.atomic():  # credits are counted inside a transaction (no lock: a read)
+            free = sum(max(credit.free, 0) for credit in flow.credits())
+        return [
+            jobs,
+            GaugeMetricFamily(
+                "jobweaver_oldest_due_job_age_seconds",
+                "How long the oldest due PENDING job has waited (0 when none)",
+                value=oldest_due_seconds(),
+            ),
+            GaugeMetricFamily(
+                "jobweaver_live_executors", "Executors with a fresh heartbeat", value=len(live)
+            ),
+            GaugeMetricFamily(
+                "jobweaver_executor_slots",
+                "Slots (threads) of the live executors",
+                value=sum(executor.slots for executor in live),
+            ),
+            GaugeMetricFamily(
+                "jobweaver_dispatch_credits_free",
+                "Deliveries the dispatcher may still send to live executors (flow control)",
+                value=free,
+            ),
+        ]
+
+    def _lag(self) -> GaugeMetricFamily:
+        lag = GaugeMetricFamily(
+            "jobweaver_kafka_consumer_lag",
+            "Records after the consumer group's committed offset, per partition",
+            labels=["topic", "group", "partition"],
+        )
+        for base in (RUN_JOB, SCHEDULER):
+            topic = topic_name(base)
+            group = kombu_kafka.default_group_id((topic,))
+            for partition, records in sorted(
+                kombu_kafka.partition_lag(common_config(), topic, group).items()
+            ):
+                lag.add_metric([topic, group, str(partition)], records)
+        return lag
