@@ -10,13 +10,20 @@ from apps.executor.services import attempt_finish, attempt_start
 from apps.jobs.models import Job
 from apps.scheduler.tests.factories import dispatched, execution_of, submitted_job
 
-__all__ = ["dead_letter", "delayed_job", "execution_of", "failed_once", "submitted_job"]
+__all__ = [
+    "dead_letter",
+    "delayed_job",
+    "execution_of",
+    "fail_attempt",
+    "failed_once",
+    "submitted_job",
+]
 
 
 def dead_letter(error: str = "boom", *, log_lines: list[str] | None = None, **fields) -> Job:
     """A job whose only attempt failed with `error` and no retries left: FAILED."""
     job = submitted_job(maxRetryCount=0, **fields)
-    _fail(job, error, log_lines or [])
+    fail_attempt(job, error, log_lines or [])
     assert execution_of(job.id).status == "FAILED"
     return job
 
@@ -24,7 +31,7 @@ def dead_letter(error: str = "boom", *, log_lines: list[str] | None = None, **fi
 def failed_once(error: str = "flaky") -> Job:
     """A job whose first attempt failed with retries left: PENDING, retrying after backoff."""
     job = submitted_job(maxRetryCount=3)
-    _fail(job, error, [])
+    fail_attempt(job, error, [])
     assert execution_of(job.id).status == "PENDING"
     return job
 
@@ -33,7 +40,7 @@ def delayed_job() -> Job:
     return submitted_job(runAt=(timezone.now() + timedelta(days=30)).isoformat())
 
 
-def _fail(job: Job, error: str, log_lines: list[str]) -> None:
+def fail_attempt(job: Job, error: str, log_lines: list[str]) -> None:
     claimed = attempt_start(job_id=job.id, event_id=dispatched(job.id), worker_id="host:1:T")
     assert attempt_finish(
         claimed=claimed, outcome="FAILURE", error=error, steps_completed=0, log_lines=log_lines
