@@ -9,7 +9,7 @@ import threading
 import time
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.db.utils import DatabaseError
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET
@@ -44,7 +44,11 @@ def healthz(request):
 def readyz(request):
     checks = {"postgresql": False, "kafka": kafka_reachable()}
     try:
-        with connection.cursor() as cursor:
+        # A short statement timeout: a stalled server answers "not ready" within the probe's
+        # own timeout (connecting is bounded by JOBWEAVER_DB_CONNECT_TIMEOUT_SECONDS).
+        timeout_ms = round(settings.JOBWEAVER_READYZ_DB_TIMEOUT_SECONDS * 1000)
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('statement_timeout', %s, true)", [str(timeout_ms)])
             cursor.execute("SELECT 1")
         checks["postgresql"] = True
     except DatabaseError:

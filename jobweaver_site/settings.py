@@ -112,6 +112,10 @@ DATABASES["default"].setdefault("OPTIONS", {})["options"] = " ".join(
         ("idle_in_transaction_session_timeout", JOBWEAVER_DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS),
     )
 )
+# A server that does not answer is an error after this long, not a hang (libpq waits forever).
+DATABASES["default"]["OPTIONS"].setdefault(
+    "connect_timeout", env.int("JOBWEAVER_DB_CONNECT_TIMEOUT_SECONDS", default=5)
+)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LANGUAGE_CODE = "en-us"
@@ -237,6 +241,11 @@ JOBWEAVER_READYZ_KAFKA_TIMEOUT_SECONDS = env.float(
     "JOBWEAVER_READYZ_KAFKA_TIMEOUT_SECONDS", default=1.0
 )
 JOBWEAVER_READYZ_KAFKA_CACHE_SECONDS = env.float("JOBWEAVER_READYZ_KAFKA_CACHE_SECONDS", default=5)
+# /readyz's PostgreSQL probe (SELECT 1) gives up after this long.
+JOBWEAVER_READYZ_DB_TIMEOUT_SECONDS = env.float("JOBWEAVER_READYZ_DB_TIMEOUT_SECONDS", default=1.0)
+# Worker liveness (`python -m jobweaver_site.workers probe ROLE`, apps/core/liveness.py) reads
+# JOBWEAVER_LIVENESS_FILE and JOBWEAVER_LIVENESS_MAX_AGE_SECONDS (120) from the environment
+# itself: the probe starts no Django.
 
 # --- Python tasks through Django's Tasks API (ARCHITECTURE §13) -------------------------------
 # `@task` functions in installed apps' tasks modules run as TASK jobs. QUEUES are the queue

@@ -43,10 +43,40 @@ def celery_argv(role: str, *, name: str | None = None, loglevel: str = "INFO") -
     ]
 
 
+USAGE = f"""usage: python -m jobweaver_site.workers {"|".join(ROLES)} [name]
+       python -m jobweaver_site.workers {"|".join(ROLES)} --dry-run   (print the Celery command)
+       python -m jobweaver_site.workers probe {"|".join(ROLES)}       (liveness: exit 0 or 1)"""
+
+
+def _keep_alive_signals(role: str) -> None:
+    """Touch the role's liveness file when the process shows progress (apps/core/liveness.py);
+    the executor touches it from its presence loop."""
+    from celery import signals
+
+    from apps.core import liveness
+
+    def touch(**kwargs) -> None:
+        liveness.touch(role)
+
+    if role == "scheduler":
+        signals.worker_ready.connect(touch, weak=False)
+        signals.task_postrun.connect(touch, weak=False)
+    elif role == "beat":
+        signals.beat_init.connect(touch, weak=False)
+        signals.after_task_publish.connect(touch, weak=False)
+
+
 def main(argv: list[str]) -> None:
-    if len(argv) < 1 or argv[0] not in ROLES:
-        print(f"usage: python -m jobweaver_site.workers {'|'.join(ROLES)} [name]", file=sys.stderr)
-        raise SystemExit(2)
+    if argv[:1] == ["probe"] and len(argv) == 2 and argv[1] in ROLES:
+        from apps.core.liveness import probe  # no Django: probes must stay cheap
+
+        alive, reason = probe(argv[1])
+        print(reason, file=sys.stdout if alive else sys.stderr)
+        raise SystemExit(0 if alive else 1)
+    wants_help = bool({"-h", "--help"} & set(argv[:2]))
+    if wants_help or len(argv) < 1 or argv[0] not in ROLES:
+        print(USAGE, file=sys.stdout if wants_help else sys.stderr)
+        raise SystemExit(0 if wants_help else 2)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jobweaver_site.settings")
     # Read by the apps' worker hooks: the executor registers for flow control, the scheduler
     # listens for freed credits.
@@ -59,8 +89,13 @@ def main(argv: list[str]) -> None:
     from apps.core import metrics
     from jobweaver_site.celery import app
 
+    if argv[1:2] == ["--dry-run"]:
+        # Settings, apps and the Celery app load; nothing connects or starts (compose's CI).
+        print(" ".join(["celery", *celery_argv(argv[0])]))
+        return
     # Counters of this process, on a port of its own (why not multiprocess: apps/core/metrics.py).
     metrics.serve(settings.JOBWEAVER_METRICS_PORT)
+    _keep_alive_signals(argv[0])
 
     app.start(celery_argv(argv[0], name=argv[1] if len(argv) > 1 else None))
 

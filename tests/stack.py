@@ -79,6 +79,9 @@ class WorkerProcess:
         # Each worker process serves its Prometheus metrics on a port of its own.
         env.setdefault("JOBWEAVER_METRICS_PORT", str(free_port()))
         self.metrics_port = int(env["JOBWEAVER_METRICS_PORT"])
+        # And touches a liveness file of its own (many workers share this machine).
+        env.setdefault("JOBWEAVER_LIVENESS_FILE", str(self.log_path.with_suffix(".alive")))
+        self.liveness_file = Path(env["JOBWEAVER_LIVENESS_FILE"])
         self.process = subprocess.Popen(
             argv,
             cwd=ROOT,

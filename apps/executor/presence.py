@@ -18,6 +18,7 @@ from celery.worker import state as worker_state
 from django.conf import settings
 from django.db import connection
 
+from apps.core import liveness
 from apps.core.db import DATABASE_UNAVAILABLE
 from apps.executor.runner import process_identity
 from apps.scheduler import flow, lifecycle
@@ -65,6 +66,9 @@ class Presence(threading.Thread):
             except DATABASE_UNAVAILABLE as exc:
                 logger.warning("executor heartbeat failed: %s", exc)
                 connection.close()
+            # Liveness (the process and this loop run), not readiness: a database outage is no
+            # reason to restart the executor.
+            liveness.touch("executor")
             if self.stopping.wait(settings.JOBWEAVER_WORKER_HEARTBEAT_SECONDS):
                 break
         try:
