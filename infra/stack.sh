@@ -211,6 +211,9 @@ case "${1:-}" in
   test-tools)
     # Debian's docker-compose validates compose.yaml without a Docker engine (tests/test_compose.py).
     command -v docker-compose >/dev/null || apt_install docker-compose || true
+    # Headless Chromium and its driver for the admin cockpit's browser tests (selenium).
+    [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] \
+      || apt_install chromium chromium-driver || true
     # kombu's Kafka integration suite, from the pinned sdist into .cache/ (test_kombu_suite.py).
     (cd "$ROOT" && .venv/bin/python -m tests.kombu_suite >/dev/null)
     ;;
