@@ -10,9 +10,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "compose.yaml"
@@ -81,3 +83,61 @@ def test_compose_refuses_to_start_without_its_secrets(compose, missing):
 
     assert result.returncode != 0
     assert f"set {missing}" in result.stderr, result.stderr
+
+
+def compose_services(compose: list[str]) -> dict:
+    result = run_config(compose, **REQUIRED_SECRETS)
+    assert result.returncode == 0, result.stderr
+    return yaml.safe_load(result.stdout)["services"]
+
+
+def test_every_service_has_a_health_check_and_one_beat(compose):
+    services = compose_services(compose)
+    # migrate is one-shot: its exit status is its health (the app services wait for it).
+    long_running = set(services) - {"migrate"}
+    assert {name for name in long_running if "healthcheck" not in services[name]} == set()
+    assert services["postgres"]["image"].startswith("postgres:16")
+    assert services["kafka"]["image"].startswith("apache/kafka:4.")
+    assert services["beat"].get("deploy", {}).get("replicas", 1) == 1
+    assert services["executor"]["deploy"]["replicas"] >= 1  # and `--scale executor=N`
+
+
+def _dry_run(command: list[str]) -> list[list[str]]:
+    """The project commands inside a service's command, each made harmless: a role with
+    --dry-run, a management command with --help, gunicorn with --check-config."""
+    bin_dir = Path(sys.executable).parent
+    if command[:2] == ["sh", "-c"]:
+        return [step for part in command[2].split("&&") for step in _dry_run(part.split())]
+    if command[:3] == ["python", "-m", "jobweaver_site.workers"]:
+        return [[sys.executable, *command[1:], "--dry-run"]]
+    if command[:2] == ["python", "manage.py"]:
+        return [[sys.executable, "manage.py", command[2], "--help"]]
+    if command[0] == "gunicorn":
+        return [[str(bin_dir / "gunicorn"), "--check-config", *command[1:]]]
+    raise AssertionError(f"unknown command shape, teach this test: {command}")
+
+
+def test_every_service_command_exists_in_the_project(compose):
+    services = compose_services(compose)
+    commands = [
+        step
+        for name in ("migrate", "web", "scheduler", "executor", "beat")
+        for step in _dry_run(services[name]["command"])
+    ]
+    assert len(commands) == 7
+    for command in commands:
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, f"{command}: {done.stderr[-2000:]}"
+
+
+def test_worker_health_checks_are_the_projects_probe(compose):
+    services = compose_services(compose)
+    for role in ("scheduler", "executor", "beat"):
+        test = services[role]["healthcheck"]["test"]
+        assert test[:5] == ["CMD", "python", "-m", "jobweaver_site.workers", "probe"]
+        env = {**os.environ, "JOBWEAVER_LIVENESS_FILE": str(ROOT / ".devdata" / "no-such.alive")}
+        done = subprocess.run(
+            [sys.executable, *test[2:]], cwd=ROOT, env=env, capture_output=True, text=True
+        )
+        # Not running here, so not alive: the probe exists and says why.
+        assert done.returncode == 1 and f"{role}: no heartbeat file" in done.stderr
