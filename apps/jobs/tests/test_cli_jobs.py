@@ -3,6 +3,7 @@ exit codes 0 (done), 1 (a job's state did not allow it), 2 (bad input, nothing c
 
 from __future__ import annotations
 
+import io
 import json
 import uuid
 
@@ -10,8 +11,11 @@ import pytest
 
 from apps.dashboard.tests.helpers import dead_letter, execution_of, submitted_job
 from apps.jobs.management.commands.jobs import Command
+from apps.jobs.management.commands.submit_job import Command as SubmitCommand
 from apps.jobs.management.commands.submit_job import _progress_bar
+from apps.jobs.selectors import job_detail
 from apps.jobs.services import job_cancel
+from apps.scheduler.tests.factories import finished
 
 pytestmark = pytest.mark.django_db
 
@@ -133,3 +137,23 @@ def test_progress_bar_fills_with_the_steps_done():
 
     assert bar.startswith("[" + "#" * 8 + "." * 22 + "]")
     assert "25%" in bar and "RUNNING 1/4" in bar
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_submit_job_wait_redraws_one_bar_on_a_terminal_and_plain_lines_otherwise():
+    job = submitted_job(steps=[{"action": "LOG", "message": "a"}])
+    finished(job.id)
+    detail = job_detail(job_id=job.id)
+
+    on_terminal = SubmitCommand(stdout=Terminal(), stderr=io.StringIO())
+    on_terminal._follow(detail, timeout=5, quiet_stdout=False)
+    piped = SubmitCommand(stdout=io.StringIO(), stderr=io.StringIO())
+    piped._follow(detail, timeout=5, quiet_stdout=False)
+
+    drawn = on_terminal.stdout._out.getvalue()
+    assert drawn.startswith("\r[" + "#" * 30 + "] 100% COMPLETED 1/1") and drawn.endswith("\n")
+    assert piped.stdout._out.getvalue() == "COMPLETED 1/1\n"
