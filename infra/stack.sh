@@ -21,6 +21,8 @@ PG_DATA=$DATA/postgres
 PG_RUN=$DATA/postgres-run
 KAFKA_DIR=$DATA/kafka
 KAFKA_LIBS=$CACHE/kafka-libs
+# Pinned helm for the chart's lint/template tests (infra/stack.sh test-tools).
+HELM_VERSION=v3.22.0
 
 log() { printf '[stack] %s\n' "$*" >&2; }
 
@@ -214,6 +216,18 @@ case "${1:-}" in
     # Headless Chromium and its driver for the admin cockpit's browser tests (selenium).
     [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] \
       || apt_install chromium chromium-driver || true
+    # helm for `helm lint`/`helm template` of deploy/helm/jobweaver (tests/test_helm.py): built
+    # once from the Go module proxy into .cache/bin (about 80 s on a fresh machine).
+    # (A stamp file, since a `go install`ed helm does not report its full version.)
+    if [ ! -x "$CACHE/bin/helm" ] || [ "$(cat "$CACHE/bin/helm.version" 2>/dev/null)" != "$HELM_VERSION" ]; then
+      if command -v go >/dev/null; then
+        log "building helm $HELM_VERSION into $CACHE/bin"
+        GOBIN=$CACHE/bin GOPATH=$CACHE/go GOFLAGS=-modcacherw go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2
+        echo "$HELM_VERSION" > "$CACHE/bin/helm.version"
+      else
+        log "go is missing: tests/test_helm.py will be skipped (install Go 1.24+)"
+      fi
+    fi
     # kombu's Kafka integration suite, from the pinned sdist into .cache/ (test_kombu_suite.py).
     (cd "$ROOT" && .venv/bin/python -m tests.kombu_suite >/dev/null)
     ;;
