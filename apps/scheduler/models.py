@@ -54,6 +54,12 @@ class JobExecution(models.Model):
                 name="execution_due_work",
                 condition=models.Q(status="PENDING"),
             ),
+            # The earliest waiting due time: the dispatcher's wake-up sleeps until then.
+            models.Index(
+                "next_run_at",
+                name="execution_pending_due",
+                condition=models.Q(status="PENDING"),
+            ),
             models.Index(
                 "lease_expires_at",
                 name="execution_live_leases",

@@ -5,6 +5,11 @@ executor joins) send `NOTIFY jobweaver_dispatch`, delivered when they commit. On
 in the scheduler worker LISTENs on its own connection and runs a dispatch per wake-up, folding
 every notification that arrived meanwhile into one: executors never dispatch themselves, so
 PostgreSQL sees one dispatcher per scheduler, not one per executor thread.
+
+Work also falls due by itself (a `runAt`, a retry's backoff): between notifications the thread
+sleeps until the earliest waiting `next_run_at` (at most a second), so such a job is sent when
+it is due, not at the next beat tick. When due work waits only for credits, it sleeps until a
+credit frees (or a second passes) instead of polling.
 """
 
 from __future__ import annotations
@@ -18,10 +23,15 @@ from django.db import connection
 
 from apps.scheduler.dispatch import dispatch_due_jobs
 from apps.scheduler.flow import DISPATCH_CHANNEL
+from apps.scheduler.models import ExecutionStatus, JobExecution
 
 logger = logging.getLogger(__name__)
 
 RECONNECT_SECONDS = 1.0
+# The longest the thread sleeps without a notification (a second safety tick, beat aside), and
+# the shortest, so an overdue job cannot make it spin.
+MAX_WAIT_SECONDS = 1.0
+MIN_WAIT_SECONDS = 0.005
 
 
 def _listen_connection() -> psycopg.Connection:
@@ -46,23 +56,42 @@ class WakeUp(threading.Thread):
             try:
                 with _listen_connection() as listener:
                     listener.execute(f"LISTEN {DISPATCH_CHANNEL}")
-                    self._dispatch()  # whatever freed up while we were not listening
+                    starved = not self._dispatch()  # what freed up while we were not listening
                     while not self.stopping.is_set():
-                        if any(True for _ in listener.notifies(timeout=1.0, stop_after=1)):
+                        until_due = seconds_until_due(listener)
+                        wait = MAX_WAIT_SECONDS
+                        if until_due is not None and not starved:
+                            wait = min(max(until_due, MIN_WAIT_SECONDS), MAX_WAIT_SECONDS)
+                        if any(True for _ in listener.notifies(timeout=wait, stop_after=1)):
                             # Fold in everything that arrived meanwhile: one dispatch for all.
                             for _ in listener.notifies(timeout=0.001):
                                 pass
-                            self._dispatch()
+                        sent = self._dispatch()
+                        # Due work left behind means no credit is free: wait for one.
+                        starved = not sent and until_due is not None and until_due <= wait
             except psycopg.Error as exc:
                 logger.warning("dispatch wake-up listener lost its connection: %s", exc)
                 self.stopping.wait(RECONNECT_SECONDS)
 
-    def _dispatch(self) -> None:
+    def _dispatch(self) -> bool:
+        """One dispatch; True when it sent something."""
         try:
-            dispatch_due_jobs()
+            return bool(dispatch_due_jobs())
         except Exception:  # the beat tick is the safety net; logged with its traceback
             logger.warning("dispatch after a wake-up failed", exc_info=True)
             connection.close()
+            return False
+
+
+def seconds_until_due(listener: psycopg.Connection) -> float | None:
+    """Seconds until the earliest PENDING execution falls due (negative: overdue), on the
+    database clock; None when nothing waits. One index lookup (execution_pending_due)."""
+    row = listener.execute(
+        f"SELECT EXTRACT(EPOCH FROM min(next_run_at) - clock_timestamp()) "
+        f"FROM {JobExecution._meta.db_table} WHERE status = %s",
+        [ExecutionStatus.PENDING.value],
+    ).fetchone()
+    return None if row[0] is None else float(row[0])
 
 
 _wakeup: WakeUp | None = None
