@@ -12,7 +12,7 @@ fanout, and job state lives in PostgreSQL, not in a result backend.
 from django.conf import settings
 from kombu import Queue
 
-from apps.core.kafka import RUN_JOB, SCHEDULER, topic_name
+from apps.core.kafka import RUN_JOB, SCHEDULER, common_config, topic_name
 
 RUN_JOB_QUEUE = topic_name(RUN_JOB)
 SCHEDULER_QUEUE = topic_name(SCHEDULER)
@@ -31,8 +31,9 @@ broker_transport_options = {
     "commit_interval_seconds": 0.5,
     # Undecodable records are parked here (unchanged, with their origin in headers), not fatal.
     "parked_topic": topic_name("parked"),
-    # All brokers of the cluster, not only the one in the URL.
-    "kafka_common_config": {"bootstrap.servers": settings.KAFKA_BOOTSTRAP_SERVERS},
+    "replication_factor": settings.JOBWEAVER_KAFKA_REPLICATION_FACTOR,
+    # All brokers of the cluster, not only the one in the URL, and TLS/SASL when configured.
+    "kafka_common_config": common_config(),
 }
 task_queues = [
     Queue(RUN_JOB_QUEUE, routing_key=RUN_JOB_QUEUE),

@@ -166,6 +166,23 @@ SPECTACULAR_SETTINGS = {
 KAFKA_BOOTSTRAP_SERVERS = env.str("KAFKA_BOOTSTRAP_SERVERS", default="127.0.0.1:19092")
 JOBWEAVER_KAFKA_TOPIC_PREFIX = env.str("JOBWEAVER_KAFKA_TOPIC_PREFIX", default="")
 JOBWEAVER_RUN_JOB_PARTITIONS = env.int("JOBWEAVER_RUN_JOB_PARTITIONS", default=12)
+# Replicas of each topic the project creates (setup_kafka, the transport): 3 on a real cluster
+# (with the broker's min.insync.replicas=2), 1 on a single broker.
+JOBWEAVER_KAFKA_REPLICATION_FACTOR = env.int("JOBWEAVER_KAFKA_REPLICATION_FACTOR", default=1)
+# TLS and SASL for every Kafka client (transport, events, probes, metrics): librdkafka settings,
+# set only when given. E.g. Strimzi's TLS listener with SCRAM: SASL_SSL, SCRAM-SHA-512, a user
+# and password, and the cluster CA file mounted from its Secret.
+JOBWEAVER_KAFKA_CLIENT_CONFIG = {
+    name: value
+    for name, value in (
+        ("security.protocol", env.str("JOBWEAVER_KAFKA_SECURITY_PROTOCOL", default="")),
+        ("sasl.mechanism", env.str("JOBWEAVER_KAFKA_SASL_MECHANISM", default="")),
+        ("sasl.username", env.str("JOBWEAVER_KAFKA_SASL_USERNAME", default="")),
+        ("sasl.password", env.str("JOBWEAVER_KAFKA_SASL_PASSWORD", default="")),
+        ("ssl.ca.location", env.str("JOBWEAVER_KAFKA_SSL_CA_LOCATION", default="")),
+    )
+    if value
+}
 
 # --- Scheduling, retries, leases (seconds may be fractional so tests can shrink time) ----------
 JOBWEAVER_DISPATCH_INTERVAL_SECONDS = env.float("JOBWEAVER_DISPATCH_INTERVAL_SECONDS", default=10)

@@ -32,7 +32,11 @@ def topic_name(base: str) -> str:
 
 
 def common_config() -> dict:
-    return {"bootstrap.servers": settings.KAFKA_BOOTSTRAP_SERVERS}
+    """What every Kafka client of the project is given: the brokers, and TLS/SASL if set."""
+    return {
+        "bootstrap.servers": settings.KAFKA_BOOTSTRAP_SERVERS,
+        **settings.JOBWEAVER_KAFKA_CLIENT_CONFIG,
+    }
 
 
 _producer_lock = threading.Lock()
@@ -67,7 +71,11 @@ def ensure_topics(timeout: float = 30.0) -> list[str]:
     wanted.update({topic_name(t): EVENT_TOPIC_PARTITIONS for t in EVENT_TOPICS})
     existing = admin.list_topics(timeout=timeout).topics
     missing = [
-        NewTopic(name, num_partitions=parts, replication_factor=1)
+        NewTopic(
+            name,
+            num_partitions=parts,
+            replication_factor=settings.JOBWEAVER_KAFKA_REPLICATION_FACTOR,
+        )
         for name, parts in wanted.items()
         if name not in existing
     ]
