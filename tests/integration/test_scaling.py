@@ -9,7 +9,7 @@ import pytest
 from django.db.models import Count
 
 from apps.executor.models import ExecutionAttempt
-from apps.jobs.services import job_submit
+from apps.jobs.services import job_submit_batch
 from apps.jobs.validation import parse_job_request
 from apps.scheduler.models import JobExecution
 from tests.integration.helpers import assert_invariants
@@ -38,8 +38,10 @@ def ensure_executors(stack, count: int) -> list:
 
 
 def submit_many(count: int, steps: list[dict]) -> set:
+    """A burst: `count` jobs in one batch (one transaction, one dispatch), so the burst is
+    under way at once however slow one-by-one submission would be on a loaded machine."""
     spec = parse_job_request({"jobType": "SIMULATION", "payload": {"steps": steps}})
-    return {job_submit(spec=spec).job.id for _ in range(count)}
+    return {job.id for job in job_submit_batch(specs=[spec] * count)}
 
 
 def wait_all_completed(job_ids: set, timeout: float) -> None:
