@@ -202,6 +202,16 @@ JOBWEAVER_RESCUE_INTERVAL_SECONDS = env.float("JOBWEAVER_RESCUE_INTERVAL_SECONDS
 JOBWEAVER_OUTBOX_RELAY_INTERVAL_SECONDS = env.float(
     "JOBWEAVER_OUTBOX_RELAY_INTERVAL_SECONDS", default=5
 )
+# Retention (apps/scheduler/retention.py): finished jobs (with their execution, attempts and
+# events) and published outbox rows older than this many days are pruned; 0 keeps them forever.
+JOBWEAVER_RETAIN_COMPLETED_DAYS = env.float("JOBWEAVER_RETAIN_COMPLETED_DAYS", default=7)
+JOBWEAVER_RETAIN_FAILED_DAYS = env.float("JOBWEAVER_RETAIN_FAILED_DAYS", default=30)
+JOBWEAVER_RETAIN_CANCELLED_DAYS = env.float("JOBWEAVER_RETAIN_CANCELLED_DAYS", default=30)
+JOBWEAVER_RETAIN_PUBLISHED_OUTBOX_DAYS = env.float(
+    "JOBWEAVER_RETAIN_PUBLISHED_OUTBOX_DAYS", default=1
+)
+JOBWEAVER_PRUNE_INTERVAL_SECONDS = env.float("JOBWEAVER_PRUNE_INTERVAL_SECONDS", default=300)
+JOBWEAVER_PRUNE_BATCH_SIZE = env.int("JOBWEAVER_PRUNE_BATCH_SIZE", default=1000)
 
 # --- Submission limits (ARCHITECTURE §7) ------------------------------------------------------
 JOBWEAVER_MAX_STEPS = env.int("JOBWEAVER_MAX_STEPS", default=100)

@@ -22,7 +22,14 @@ class OutboxEvent(models.Model):
                 "created_at",
                 name="outbox_unpublished",
                 condition=models.Q(published_at__isnull=True),
-            )
+            ),
+            # Retention: a pruned job's events (by key), and published rows oldest first.
+            models.Index("key", name="outbox_key"),
+            models.Index(
+                "published_at",
+                name="outbox_published",
+                condition=models.Q(published_at__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -24,6 +24,10 @@ def schedule_entries() -> dict[str, tuple[str, float]]:
             "apps.outbox.tasks.relay_outbox",
             settings.JOBWEAVER_OUTBOX_RELAY_INTERVAL_SECONDS,
         ),
+        "jobweaver: prune finished work": (
+            "apps.scheduler.tasks.prune_finished_work",
+            settings.JOBWEAVER_PRUNE_INTERVAL_SECONDS,
+        ),
     }
 
 

@@ -21,7 +21,10 @@ fault they inject. The invariants:
 
 This module reads the tables of all apps (jobs, executions, attempts, outbox) directly: it is
 an auditor that must see the rows as they are stored, not as the services present them. The
-dead-letter check relies on outbox rows being kept (they are; nothing deletes them).
+dead-letter check relies on a job's outbox rows: retention (apps/scheduler/retention.py) prunes
+published events sooner than jobs, so it audits only jobs whose job-created event is still
+stored — the oldest event of a job, so its later ones are stored too. A pruned job goes with
+all its events, so it leaves nothing behind to check.
 """
 
 from __future__ import annotations
@@ -297,16 +300,20 @@ def _dead_letter_once(scope: _Scope, executions: list[JobExecution]) -> list[Vio
     )
     # Each dead-lettering: a FAILED execution's last attempt, and any failure that was not
     # retried (it may have been revived by an operator's retry since).
+    # Jobs whose events were pruned by retention are not audited (see the module docstring).
+    with_history = set(events.filter(topic=JOB_CREATED).values_list("key", flat=True))
     dead_letterings = {
         (str(execution.job_id), execution.attempt_count)
         for execution in executions
-        if execution.status == ExecutionStatus.FAILED
+        if execution.status == ExecutionStatus.FAILED and str(execution.job_id) in with_history
     }
-    dead_letterings |= set(
-        events.filter(topic=JOB_FAILED, payload__willRetry=False).values_list(
+    dead_letterings |= {
+        (key, attempt)
+        for key, attempt in events.filter(topic=JOB_FAILED, payload__willRetry=False).values_list(
             "key", "payload__attempt"
         )
-    )
+        if key in with_history
+    }
     failed_attempts = set(
         ExecutionAttempt.objects.filter(
             job_id__in=list({uuid.UUID(key) for key, _ in dead_letters}),

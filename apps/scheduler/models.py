@@ -65,6 +65,13 @@ class JobExecution(models.Model):
                 name="execution_live_leases",
                 condition=models.Q(status__in=["DISPATCHED", "RUNNING"]),
             ),
+            # Retention prunes finished executions oldest first (apps/scheduler/retention.py).
+            models.Index(
+                "status",
+                "finished_at",
+                name="execution_finished",
+                condition=models.Q(status__in=["COMPLETED", "FAILED", "CANCELLED"]),
+            ),
         ]
 
     def __str__(self) -> str:

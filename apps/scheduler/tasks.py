@@ -8,6 +8,7 @@ from celery.signals import worker_ready
 from apps.scheduler import wakeup
 from apps.scheduler.dispatch import dispatch_due_jobs
 from apps.scheduler.rescue import rescue_expired_leases
+from apps.scheduler.retention import retention_prune
 
 
 @shared_task(name="apps.scheduler.tasks.dispatch_due_jobs")
@@ -20,6 +21,12 @@ def dispatch_due_jobs_task() -> int:
 def rescue_expired_leases_task() -> int:
     """Every JOBWEAVER_RESCUE_INTERVAL_SECONDS: move on executions whose worker was lost."""
     return len(rescue_expired_leases())
+
+
+@shared_task(name="apps.scheduler.tasks.prune_finished_work")
+def prune_finished_work_task() -> dict[str, int]:
+    """Every JOBWEAVER_PRUNE_INTERVAL_SECONDS: delete finished work past its retention."""
+    return retention_prune()
 
 
 @worker_ready.connect

@@ -1,0 +1,180 @@
+"""Retention: finished work is pruned, so the tables stop growing forever (issue 14).
+
+What goes, by age on the database clock (settings `JOBWEAVER_RETAIN_*`, in days; 0 keeps):
+- COMPLETED, FAILED and CANCELLED jobs whose `finished_at` is older than their status's
+  retention, each with every row that cascades from it (its execution, its attempts, its
+  dead-letter discard) and its outbox events;
+- published outbox rows older than the outbox retention (the events already reached Kafka).
+
+Pruning is not a transition of the state machine (apps/scheduler/lifecycle.py): it deletes jobs
+that reached a terminal state and never changes a status. A job is terminal for good unless an
+operator retries it; the row lock below makes a prune and such a retry exclude each other (the
+loser sees the job gone, or skips it until next time).
+
+Locking rules. Each batch is ONE statement in its own short transaction: it picks at most
+`batch_size` rows oldest first with FOR UPDATE SKIP LOCKED — a row someone holds right now (an
+operator's retry, the relay marking an event published) is skipped and taken next time — and
+deletes them. No lock outlives a batch, and submit and dispatch never wait on pruning: they
+touch live rows, which pruning never selects. A job that still has an unpublished event is kept
+until the relay has published it, so pruning never loses an event.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import connection, models, transaction
+
+from apps.jobs.models import Job
+from apps.outbox.models import OutboxEvent
+from apps.scheduler.models import ExecutionStatus, JobExecution
+
+logger = logging.getLogger(__name__)
+
+SECONDS_PER_DAY = 86400.0
+OUTBOX = "published outbox events"
+
+
+@dataclass(frozen=True)
+class _JobRule:
+    kind: str  # how `prune` reports it
+    status: ExecutionStatus
+    setting: str
+
+
+JOB_RULES = (
+    _JobRule("completed jobs", ExecutionStatus.COMPLETED, "JOBWEAVER_RETAIN_COMPLETED_DAYS"),
+    _JobRule("failed jobs", ExecutionStatus.FAILED, "JOBWEAVER_RETAIN_FAILED_DAYS"),
+    _JobRule("cancelled jobs", ExecutionStatus.CANCELLED, "JOBWEAVER_RETAIN_CANCELLED_DAYS"),
+)
+KINDS = (*(rule.kind for rule in JOB_RULES), OUTBOX)
+
+
+def _age_seconds(setting: str) -> float | None:
+    days = getattr(settings, setting)
+    return days * SECONDS_PER_DAY if days > 0 else None
+
+
+def _job_children() -> list[tuple[str, str]]:
+    """(table, column) of every row that cascades from a job (execution, attempts, discards):
+    found from the models, so a new child table is pruned with its job without a change here."""
+    children = []
+    # include_hidden: a foreign key with related_name="+" (the dashboard's discards) counts too.
+    for relation in Job._meta.get_fields(include_hidden=True):
+        if not relation.auto_created or relation.concrete or relation.many_to_many:
+            continue  # only reverse relations: foreign keys of other tables pointing at jobs
+        if relation.on_delete is not models.CASCADE:
+            continue
+        children.append((relation.related_model._meta.db_table, relation.field.column))
+    return sorted(children)
+
+
+def _doomed_jobs_sql(*, limit: bool) -> str:
+    """The executions of one status finished before the cutoff, whose events all went out."""
+    executions, outbox = JobExecution._meta.db_table, OutboxEvent._meta.db_table
+    return f"""
+        SELECT e.id, e.job_id FROM {executions} AS e
+        WHERE e.status = %(status)s
+          AND e.finished_at < clock_timestamp() - make_interval(secs => %(age)s)
+          AND NOT EXISTS (
+              SELECT 1 FROM {outbox} AS o
+              WHERE o.key = e.job_id::text AND o.published_at IS NULL
+          )
+        {"ORDER BY e.finished_at LIMIT %(limit)s FOR UPDATE OF e SKIP LOCKED" if limit else ""}
+    """
+
+
+def _prune_jobs_batch(rule: _JobRule, *, age: float, limit: int) -> int:
+    """Delete up to `limit` jobs of `rule` and everything hanging off them, in one statement.
+    Foreign keys are checked at commit (Django makes them DEFERRABLE INITIALLY DEFERRED), when
+    the children are gone too."""
+    deletes = [
+        f"d{n} AS (DELETE FROM {table} AS c USING doomed WHERE c.{column} = doomed.job_id)"
+        for n, (table, column) in enumerate(_job_children())
+    ]
+    deletes.append(
+        f"events AS (DELETE FROM {OutboxEvent._meta.db_table} AS o USING doomed "
+        "WHERE o.key = doomed.job_id::text)"
+    )
+    sql = f"""
+        WITH doomed AS ({_doomed_jobs_sql(limit=True)}), {", ".join(deletes)}
+        DELETE FROM {Job._meta.db_table} AS j USING doomed WHERE j.id = doomed.job_id
+    """
+    with transaction.atomic(durable=True), connection.cursor() as cursor:
+        cursor.execute(sql, {"status": rule.status.value, "age": age, "limit": limit})
+        return cursor.rowcount
+
+
+def _prune_outbox_batch(*, age: float, limit: int) -> int:
+    outbox = OutboxEvent._meta.db_table
+    with transaction.atomic(durable=True), connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            DELETE FROM {outbox} WHERE id IN (
+                SELECT id FROM {outbox}
+                WHERE published_at < clock_timestamp() - make_interval(secs => %s)
+                ORDER BY published_at LIMIT %s
+                FOR UPDATE SKIP LOCKED
+            )
+            """,
+            [age, limit],
+        )
+        return cursor.rowcount
+
+
+def retention_preview() -> dict[str, int]:
+    """What a prune would delete now, per kind (nothing is deleted)."""
+    counts = dict.fromkeys(KINDS, 0)
+    with connection.cursor() as cursor:
+        for rule in JOB_RULES:
+            age = _age_seconds(rule.setting)
+            if age is not None:
+                cursor.execute(
+                    f"SELECT count(*) FROM ({_doomed_jobs_sql(limit=False)}) AS doomed",
+                    {"status": rule.status.value, "age": age},
+                )
+                counts[rule.kind] = cursor.fetchone()[0]
+        age = _age_seconds("JOBWEAVER_RETAIN_PUBLISHED_OUTBOX_DAYS")
+        if age is not None:
+            cursor.execute(
+                f"SELECT count(*) FROM {OutboxEvent._meta.db_table} "
+                "WHERE published_at < clock_timestamp() - make_interval(secs => %s)",
+                [age],
+            )
+            counts[OUTBOX] = cursor.fetchone()[0]
+    return counts
+
+
+def retention_prune(*, batch_size: int | None = None) -> dict[str, int]:
+    """Delete what the retention settings let go, in batches of `batch_size` (default
+    JOBWEAVER_PRUNE_BATCH_SIZE), each its own transaction; returns how many went per kind.
+    Must not run inside a transaction: that would hold every batch's locks to the end."""
+    limit = batch_size or settings.JOBWEAVER_PRUNE_BATCH_SIZE
+    pruned = dict.fromkeys(KINDS, 0)
+    batches: list = []
+    outbox_age = _age_seconds("JOBWEAVER_RETAIN_PUBLISHED_OUTBOX_DAYS")
+    if outbox_age is not None:
+        batches.append((OUTBOX, lambda: _prune_outbox_batch(age=outbox_age, limit=limit)))
+    for rule in JOB_RULES:
+        age = _age_seconds(rule.setting)
+        if age is not None:
+            batches.append(
+                (
+                    rule.kind,
+                    lambda rule=rule, age=age: _prune_jobs_batch(rule, age=age, limit=limit),
+                )
+            )
+    for kind, prune_batch in batches:
+        while True:
+            deleted = prune_batch()
+            pruned[kind] += deleted
+            # Fewer than a full batch: done for now (rows skipped as locked go next time).
+            if deleted < limit:
+                break
+    if any(pruned.values()):
+        logger.info(
+            "pruned %s", ", ".join(f"{count} {kind}" for kind, count in pruned.items() if count)
+        )
+    return pruned
