@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: run test test-unit lint format bench-latency bench-backlog bench-transport clean-data
+.PHONY: run test test-unit lint format bench bench-soak bench-latency bench-backlog bench-transport clean-data
 
 run: $(STAMP)
 	infra/run.sh
@@ -37,6 +37,27 @@ bench-latency: $(STAMP)
 bench-backlog: $(STAMP)
 	$(VENV)/bin/pip install --quiet -r bench/requirements.txt
 	infra/with-stack.sh $(VENV)/bin/python bench/backlog.py $(ARGS)
+
+# End-to-end throughput against stock Celery on Kafka and procrastinate, same N, same run
+# (bench/throughput.py --help), e.g. make bench ARGS="--jobs 5000 --executors 1 --threads 4".
+# procrastinate and py-spy live in a bench-only venv (.cache/bench-venv), never in .venv.
+BENCH_VENV := .cache/bench-venv
+BENCH_STAMP := $(BENCH_VENV)/.requirements-installed
+
+$(BENCH_STAMP): bench/requirements-procrastinate.txt
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install --quiet -r bench/requirements-procrastinate.txt
+	touch $(BENCH_STAMP)
+
+bench: $(STAMP) $(BENCH_STAMP)
+	$(VENV)/bin/pip install --quiet -r bench/requirements.txt
+	infra/with-stack.sh $(VENV)/bin/python bench/throughput.py $(ARGS)
+
+# Ten minutes at half of peak throughput: RSS of executor and web and p99 per minute
+# (bench/soak.py --help).
+bench-soak: $(STAMP) $(BENCH_STAMP)
+	$(VENV)/bin/pip install --quiet -r bench/requirements.txt
+	infra/with-stack.sh $(VENV)/bin/python bench/soak.py $(ARGS)
 
 # The venv is (re)built whenever requirements.txt changes.
 $(STAMP): requirements.txt

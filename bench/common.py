@@ -135,3 +135,140 @@ def submit_bulk(
         jobs = job_submit_batch(specs=[spec] * min(per_batch, count - start))
         ids += [job.id for job in jobs]
     return ids
+
+
+def api_token(username: str = "bench") -> str:
+    """A user allowed to submit jobs (jobs.add_job) and a fresh API token for it; returns the key
+    for 'Authorization: Token <key>'."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
+
+    from apps.accounts.services import api_token_create
+
+    user, _ = get_user_model().objects.get_or_create(username=username)
+    user.user_permissions.add(
+        Permission.objects.get(content_type__app_label="jobs", codename="add_job")
+    )
+    return api_token_create(user=user, name=f"{username}-{uuid.uuid4().hex[:6]}").key
+
+
+@contextmanager
+def running_web(*, workers: int = 2, threads: int = 8, **env_overrides: str):
+    """A gunicorn web process (jobweaver_site/gunicorn.conf.py) on a free port, pointed at the
+    bench database and topic prefix; yields (base URL, Popen) once /healthz answers. Extra
+    settings (throttle, active-jobs cap) go through `env_overrides`, i.e. its environment."""
+    import subprocess
+    import urllib.request
+
+    from django.conf import settings
+
+    from tests.stack import LOG_DIR, child_environment, free_port
+
+    port = free_port()
+    env = {
+        **child_environment(),
+        "JOBWEAVER_WEB_BIND": f"127.0.0.1:{port}",
+        "JOBWEAVER_WEB_WORKERS": str(workers),
+        "JOBWEAVER_WEB_THREADS": str(threads),
+        **env_overrides,
+    }
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)  # gunicorn.conf.py makes a fresh one
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    log_path = LOG_DIR / f"{settings.JOBWEAVER_KAFKA_TOPIC_PREFIX}web.log"
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            [
+                str(ROOT / ".venv" / "bin" / "gunicorn"),
+                "-c",
+                "jobweaver_site/gunicorn.conf.py",
+                "--access-logfile",
+                "/dev/null",
+                "jobweaver_site.wsgi",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"gunicorn exited; see {log_path}")
+            try:
+                with urllib.request.urlopen(base + "/healthz", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"gunicorn did not answer /healthz in 60 s; see {log_path}")
+            time.sleep(0.1)
+        yield base, process
+    finally:
+        import signal
+
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(10)
+
+
+def rss_mib(pid: int, *, with_children: bool = False) -> float:
+    """Resident set size of a process (and its direct children: gunicorn's workers), MiB."""
+    pids = [pid]
+    if with_children:
+        children = Path(f"/proc/{pid}/task/{pid}/children")
+        if children.exists():
+            pids += [int(p) for p in children.read_text().split()]
+    total = 0
+    for p in pids:
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except FileNotFoundError:
+            continue
+    return total / 1024
+
+
+def cpu_seconds(pid: int, *, with_children: bool = False) -> float:
+    """utime + stime of a process (all its threads), plus its direct children's when asked,
+    plus the reaped children's it waited for (cutime + cstime), in seconds."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    pids = [pid]
+    if with_children:
+        children = Path(f"/proc/{pid}/task/{pid}/children")
+        if children.exists():
+            pids += [int(p) for p in children.read_text().split()]
+    total = 0
+    for p in pids:
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rpartition(")")[2].split()
+        except FileNotFoundError:
+            continue
+        total += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+    return total / ticks
+
+
+def server_pids() -> dict[str, list[int]]:
+    """PIDs of the shared PostgreSQL server (postmaster: its backends' CPU lands in its
+    cutime when they exit; live backends counted directly) and of the Kafka broker."""
+    found: dict[str, list[int]] = {"postgres": [], "kafka": []}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if cmdline.startswith(("postgres", "/usr/lib/postgresql")):
+            found["postgres"].append(int(proc.name))
+        elif "kafka.Kafka" in cmdline:
+            found["kafka"].append(int(proc.name))
+    return found

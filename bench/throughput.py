@@ -1,0 +1,863 @@
+"""End-to-end throughput: JobWeaver's full durable path against stock Celery on Kafka and
+procrastinate, same N, same PostgreSQL, same broker, one run (issue 9).
+
+    make bench ARGS="--jobs 5000 --executors 1 --threads 4"
+    (or: infra/with-stack.sh .venv/bin/python bench/throughput.py --help)
+
+1. JobWeaver: a throwaway stack (bench/common.py: database jobweaver_bench, its own topic prefix;
+   scheduler, beat, E executors of T threads) and a gunicorn web process on a free port. N jobs
+   of one LOG step go through `POST /api/jobs/batch` over HTTP, --per-request per request from
+   --clients client threads; waits until all are COMPLETED. Prints jobs/s (submit start → last
+   finished_at) and submit→RUNNING / submit→COMPLETED p50/p95/p99 from database times (job
+   created_at, execution started_at / finished_at). Before that, one job through the fresh web
+   process: its submit→RUNNING is "the first job after a start".
+2. Stock Celery: the same N no-op tasks (bench/transport_app.py, acks late, threads pool of the
+   same concurrency, one worker process) on kombu's stock `confluentkafka` transport, published
+   from this process then drained; each task writes a completion row (done_at) in PostgreSQL.
+   Timed from publish start to the last done_at.
+3. procrastinate: the same N no-op jobs (bench/procrastinate_app.py) in a database of its own
+   (procrastinate_bench, its schema applied), one `batch_defer`, one worker process of the same
+   concurrency. Timed from batch_defer start to the last `succeeded` event.
+
+Each side gets a warm-up before its clock starts (consumer group formed, connections open).
+Prints a table with the load average at each side's start and end, and the ratios. Times are
+wall-clock on a shared machine: quote them with the load they ran under.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+
+from common import (
+    ROOT,
+    api_token,
+    configure,
+    cpu_seconds,
+    running_stack,
+    running_web,
+    server_pids,
+)
+
+BENCH_VENV = ROOT / ".cache" / "bench-venv"
+PG = "postgresql://jobweaver@127.0.0.1:54329"
+BOOTSTRAP = "127.0.0.1:19092"
+CELERY_DB = "jobweaver_bench_celery"
+PROCRASTINATE_DB = "procrastinate_bench"
+LOG_STEP = [{"action": "LOG", "message": "bench"}]
+POLL_SECONDS = 0.25
+SIDES = ("ours", "celery", "procrastinate")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", "-n", type=int, default=5000, help="N (default 5000)")
+    parser.add_argument("--executors", type=int, default=1, help="executor processes (default 1)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=4,
+        help="threads per executor = JOBWEAVER_EXECUTOR_CONCURRENCY (default 4)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes of stock Celery and of procrastinate (default 1)",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="threads of a Celery worker / concurrency of a procrastinate worker "
+        "(default: --threads, the same as one executor)",
+    )
+    parser.add_argument("--clients", type=int, default=4, help="HTTP client threads (default 4)")
+    parser.add_argument(
+        "--per-request", type=int, default=1000, help="jobs per batch request (default 1000)"
+    )
+    parser.add_argument("--web-workers", type=int, default=2, help="gunicorn workers (default 2)")
+    parser.add_argument(
+        "--web-threads", type=int, default=4, help="gunicorn threads per worker (default 4)"
+    )
+    parser.add_argument(
+        "--only",
+        default=",".join(SIDES),
+        help=f"comma-separated sides to run (default {','.join(SIDES)})",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="py-spy the first executor while ours runs; summary printed, raw stacks kept",
+    )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="DJANGO_DEBUG=1 in the stack (default off, as deployed)",
+    )
+    args = parser.parse_args(argv)
+    args.only = [s.strip() for s in args.only.split(",") if s.strip()]
+    if unknown := set(args.only) - set(SIDES):
+        parser.error(f"unknown side(s) {sorted(unknown)}")
+    if args.concurrency is None:
+        args.concurrency = args.threads
+    if not 1 <= args.per_request <= 1000:
+        parser.error("--per-request must be 1..1000 (the batch API's limit)")
+    return args
+
+
+def load() -> str:
+    return "/".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+class Bar:
+    """One rich progress bar per side on stderr (bench/requirements.txt); plain lines without."""
+
+    def __init__(self):
+        try:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+        except ImportError:
+            self.progress = None
+            return
+        self.progress = Progress(
+            TextColumn("{task.description:<14}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[info]}"),
+            console=Console(stderr=True),
+        )
+
+    def __enter__(self) -> Bar:
+        if self.progress is not None:
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+    def add(self, name: str, total: int):
+        self.last_print = 0.0
+        if self.progress is None:
+            return name
+        return self.progress.add_task(name, total=total, info="")
+
+    def update(self, task, done: int, info: str = "") -> None:
+        if self.progress is not None:
+            self.progress.update(task, completed=done, info=info)
+        elif time.monotonic() - self.last_print >= 5:
+            self.last_print = time.monotonic()
+            print(f"  {task}: {done} {info}", file=sys.stderr, flush=True)
+
+    def note(self, text: str) -> None:
+        if self.progress is not None:
+            self.progress.console.print(text)
+        else:
+            print(text, file=sys.stderr, flush=True)
+
+
+def recreate_database(name: str) -> str:
+    import psycopg
+
+    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name}")
+    return f"{PG}/{name}"
+
+
+def wait_progress(bar, task, n: int, count, *, stall_seconds: float = 120, info=None) -> int:
+    """Poll count() until n or no progress for stall_seconds; returns the last count."""
+    last, last_change = -1, time.monotonic()
+    while True:
+        done = count()
+        bar.update(task, done, info() if info else "")
+        if done >= n:
+            return done
+        if done != last:
+            last, last_change = done, time.monotonic()
+        elif time.monotonic() - last_change > stall_seconds:
+            bar.note(f"stalled at {done}/{n} for {stall_seconds:g} s")
+            return done
+        time.sleep(POLL_SECONDS)
+
+
+def stop_process(process: subprocess.Popen, timeout: float = 30) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+def log_file(name: str):
+    from tests.stack import LOG_DIR
+
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    return open(LOG_DIR / name, "ab")
+
+
+# --- JobWeaver --------------------------------------------------------------------------------
+
+
+class Client:
+    """POST /api/jobs/batch over HTTP, one requests.Session per client thread."""
+
+    def __init__(self, base: str, token: str):
+        self.url = f"{base}/api/jobs/batch"
+        self.headers = {"Authorization": f"Token {token}", "Content-Type": "application/json"}
+        self.local = threading.local()
+
+    def post(self, count: int) -> list[str]:
+        import requests
+
+        session = getattr(self.local, "session", None)
+        if session is None:
+            session = self.local.session = requests.Session()
+        job = {"jobType": "SIMULATION", "payload": {"steps": LOG_STEP}}
+        body = json.dumps({"jobs": [job] * count})
+        response = session.post(
+            self.url, data=body, headers=self.headers, timeout=120, allow_redirects=False
+        )
+        if response.status_code != 202:
+            raise RuntimeError(f"batch POST: {response.status_code} {response.text[:300]}")
+        return [item["jobId"] for item in response.json()["jobs"]]
+
+
+def execution_counts(baseline: dict[str, int] | None = None) -> dict[str, int]:
+    """Executions by status (one sequential scan, no join: cheap enough to poll), minus
+    `baseline` (the counts before the measured jobs were submitted)."""
+    from django.db.models import Count
+
+    from apps.scheduler.models import JobExecution
+
+    rows = dict(JobExecution.objects.values_list("status").annotate(n=Count("id")).order_by())
+    return {k: v - (baseline or {}).get(k, 0) for k, v in rows.items()}
+
+
+def wait_completed(job_ids: list[str], timeout: float = 60) -> None:
+    from apps.scheduler.models import JobExecution
+
+    deadline = time.monotonic() + timeout
+    done = JobExecution.objects.filter(job_id__in=job_ids, status="COMPLETED")
+    while done.count() < len(job_ids):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"warm-up jobs not COMPLETED in {timeout} s")
+        time.sleep(0.01)
+
+
+def latency_stats(since: datetime) -> dict:
+    """Percentiles (ms) and the last finished_at of the jobs created since `since`."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT count(*), max(e.finished_at),
+                   percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP
+                       (ORDER BY extract(epoch FROM e.started_at - j.created_at)),
+                   percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP
+                       (ORDER BY extract(epoch FROM e.finished_at - j.created_at)),
+                   max(j.created_at)
+            FROM jobs_job j JOIN scheduler_jobexecution e ON e.job_id = j.id
+            WHERE j.created_at >= %s AND e.status = 'COMPLETED'
+            """,
+            [since],
+        )
+        completed, last, running, done, last_created = cursor.fetchone()
+    return {
+        "completed": completed,
+        "last": last,
+        "last_created": last_created,
+        "running": [x * 1000 for x in running or []],
+        "completed_ms": [x * 1000 for x in done or []],
+    }
+
+
+def db_activity() -> dict[str, int]:
+    """Cumulative transactions and row operations of the bench database (pg_stat_database)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT sessions, xact_commit + xact_rollback, tup_inserted, tup_updated, tup_deleted, "
+            "tup_returned, tup_fetched FROM pg_stat_database WHERE datname = current_database()"
+        )
+        row = cursor.fetchone()
+        cursor.execute(
+            "SELECT 'index ' || indexrelname, idx_scan, idx_tup_read FROM pg_stat_user_indexes "
+            "UNION ALL SELECT 'seq scan ' || relname, seq_scan, seq_tup_read "
+            "FROM pg_stat_user_tables"
+        )
+        scans = {name: (n, rows) for name, n, rows in cursor.fetchall()}
+    keys = ("sessions", "transactions", "inserted", "updated", "deleted", "returned", "fetched")
+    return {**dict(zip(keys, row, strict=True)), "scans": scans}
+
+
+def start_profiler(pid: int, out: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [
+            str(BENCH_VENV / "bin" / "py-spy"),
+            "record",
+            "--pid",
+            str(pid),
+            "--rate",
+            "200",
+            "--idle",
+            "--threads",
+            "--nonblocking",
+            "--format",
+            "raw",
+            "--output",
+            str(out),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def run_ours(args, bar: Bar) -> dict:
+    from django.conf import settings
+
+    from apps.scheduler.flow import live_executors
+
+    token = api_token()
+    n = args.jobs
+    web_env = {
+        # The bench's user submits far more than the defaults allow (ARCHITECTURE §10).
+        "JOBWEAVER_SUBMIT_THROTTLE_RATE": str(max(1000, 10 * n)),
+        "JOBWEAVER_MAX_ACTIVE_JOBS_PER_USER": str(max(10_000, 2 * n)),
+        # Plain HTTP on 127.0.0.1, as behind a TLS-terminating proxy.
+        "JOBWEAVER_SECURE_SSL_REDIRECT": "0",
+    }
+    result: dict = {"load_start": load()}
+    with (
+        running_stack(executors=args.executors) as processes,
+        running_web(workers=args.web_workers, threads=args.web_threads, **web_env) as (base, web),
+    ):
+        deadline = time.monotonic() + 90
+        while len([r for r in live_executors() if r.partitions]) < args.executors:
+            if time.monotonic() > deadline:
+                raise TimeoutError("not every executor registered")
+            time.sleep(0.2)
+        client = Client(base, token)
+        # The first job through the fresh web process (its producer warmed at worker start).
+        first_submitted = datetime.now(UTC)
+        first = client.post(1)
+        wait_completed(first)
+        from apps.scheduler.models import JobExecution
+
+        started = JobExecution.objects.get(job_id=first[0]).started_at
+        result["first_job_ms"] = (started - first_submitted).total_seconds() * 1000
+        # Warm every gunicorn thread's connection and every client session, like the other sides.
+        with ThreadPoolExecutor(args.clients) as pool:
+            warm = [
+                j
+                for ids in pool.map(client.post, [1] * (args.web_workers * args.web_threads))
+                for j in ids
+            ]
+        wait_completed(warm)
+        time.sleep(1)  # let the warm-up's outbox events and acks settle
+
+        executor_pids = [p.pid for p in processes if p.role == "executor"]
+        profiler = None
+        if args.profile:
+            result["profile_path"] = (
+                ROOT
+                / ".devdata"
+                / "bench-logs"
+                / f"profile-executor-{settings.JOBWEAVER_KAFKA_TOPIC_PREFIX}txt"
+            )
+            result["profile_path"].parent.mkdir(parents=True, exist_ok=True)
+            profiler = start_profiler(executor_pids[0], result["profile_path"])
+            time.sleep(1)
+        before = db_activity()
+        baseline = execution_counts()
+        cpu_roles = {p.name: (p.pid, False) for p in processes}
+        cpu_roles["web"] = (web.pid, True)
+        for name, pids in server_pids().items():
+            for i, pid in enumerate(pids):
+                cpu_roles[f"{name}:{i}"] = (pid, False)
+        cpu_roles["this script"] = (os.getpid(), False)
+        cpu_before = {k: cpu_seconds(pid, with_children=c) for k, (pid, c) in cpu_roles.items()}
+        result["load_start"] = load()
+        task = bar.add("jobweaver", n)
+        chunks = [min(args.per_request, n - i) for i in range(0, n, args.per_request)]
+        submitted_at = datetime.now(UTC)
+        t0 = time.monotonic()
+        request_ms: list[float] = []
+
+        def post(count: int) -> list[str]:
+            started = time.monotonic()
+            ids = client.post(count)
+            request_ms.append((time.monotonic() - started) * 1000)
+            return ids
+
+        pool = ThreadPoolExecutor(args.clients)
+        futures = [pool.submit(post, c) for c in chunks]
+        submit_done: dict = {}
+
+        def watch_submit() -> None:
+            for f in futures:
+                f.result()
+            submit_done["at"] = time.monotonic() - t0
+
+        watcher = threading.Thread(target=watch_submit, daemon=True)
+        watcher.start()
+
+        def info() -> str:
+            counts = execution_counts(baseline)
+            info.counts = counts
+            sub = f"submitted in {submit_done['at']:.1f} s" if submit_done else "submitting"
+            return (
+                f"{sub}; pending {counts.get('PENDING', 0)} dispatched "
+                f"{counts.get('DISPATCHED', 0)} running {counts.get('RUNNING', 0)}"
+            )
+
+        def done() -> int:
+            return execution_counts(baseline).get("COMPLETED", 0)
+
+        wait_progress(bar, task, n, done, info=info)
+        for f in futures:
+            f.result()  # raise a client error here
+        pool.shutdown()
+        if profiler is not None:
+            profiler.send_signal(signal.SIGINT)
+            profiler.wait(60)
+        time.sleep(2)  # pg_stat_database is flushed by each backend within about a second
+        after = db_activity()
+        cpu_after = {k: cpu_seconds(pid, with_children=c) for k, (pid, c) in cpu_roles.items()}
+        cpu: dict[str, float] = {}
+        for key, value in cpu_after.items():
+            role = key.split(":")[0]
+            cpu[role] = cpu.get(role, 0) + value - cpu_before[key]
+        result["cpu"] = cpu
+        result["load_end"] = load()
+        result["rss_executor_mib"] = [_rss(pid) for pid in executor_pids]
+        result["rss_web_mib"] = _rss(web.pid, children=True)
+    stats = latency_stats(submitted_at)
+    result.update(stats)
+    result["n"] = n
+    result["submit_s"] = submit_done.get("at")
+    result["request_ms"] = sorted(request_ms)
+    result["elapsed"] = (
+        (stats["last"] - submitted_at).total_seconds() if stats["last"] else math.inf
+    )
+    result["per_job"] = {k: (after[k] - before[k]) / n for k in before if k != "scans"}
+    scans = {
+        name: (
+            count - before["scans"].get(name, (0, 0))[0],
+            rows - before["scans"].get(name, (0, 0))[1],
+        )
+        for name, (count, rows) in after["scans"].items()
+    }
+    result["scans"] = sorted(scans.items(), key=lambda kv: -kv[1][1])[:5]
+    return result
+
+
+def _rss(pid: int, children: bool = False) -> float:
+    from common import rss_mib
+
+    return rss_mib(pid, with_children=children)
+
+
+# --- stock Celery on kombu's confluentkafka transport -------------------------------------------
+
+
+def run_celery(args, bar: Bar) -> dict:
+    import psycopg
+    from celery import Celery
+    from confluent_kafka.admin import AdminClient
+    from transport_bench import STOCK_OPTIONS
+
+    dsn = recreate_database(CELERY_DB)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE bench_runs (run_id text, key int, pid int, "
+            "done_at timestamptz NOT NULL DEFAULT clock_timestamp(), PRIMARY KEY (run_id, key))"
+        )
+        conn.execute("CREATE TABLE bench_duplicates (run_id text, key int, pid int)")
+    queue = f"{os.environ['JOBWEAVER_KAFKA_TOPIC_PREFIX']}celery-noop"
+    url = f"confluentkafka://{BOOTSTRAP}"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "BENCH_BROKER_URL": url,
+        "BENCH_TRANSPORT_OPTIONS": json.dumps(STOCK_OPTIONS),
+        "BENCH_QUEUE": queue,
+        "BENCH_DSN": dsn,
+    }
+    workers = []
+    for i in range(args.workers):
+        with log_file(f"{queue}-{i}.log") as log:
+            workers.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        *("-m", "celery", "-A", "bench.transport_app", "worker"),
+                        *("-Q", queue, "-P", "threads", "-c", str(args.concurrency)),
+                        *("-n", f"bench-celery{i}@%h"),
+                        *("--without-gossip", "--without-mingle", "--without-heartbeat"),
+                        *("-l", "WARNING"),
+                    ],
+                    cwd=ROOT,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+    app = Celery("bench-publisher", broker=url)
+    app.conf.broker_transport_options = STOCK_OPTIONS
+
+    def publish(run_id: str, count: int) -> None:
+        with app.producer_or_acquire() as producer:
+            for key in range(count):
+                app.send_task(
+                    "bench.noop",
+                    args=[run_id, key, 0],
+                    queue=queue,
+                    routing_key=queue,
+                    producer=producer,
+                )
+
+    def count(run_id: str) -> int:
+        with psycopg.connect(dsn) as conn:
+            return conn.execute(
+                "SELECT count(*) FROM bench_runs WHERE run_id = %s", (run_id,)
+            ).fetchone()[0]
+
+    result: dict = {"n": args.jobs}
+    try:
+        warm = bar.add("celery warm-up", 8)
+        publish("warmup", 8)
+        if wait_progress(bar, warm, 8, lambda: count("warmup"), stall_seconds=90) < 8:
+            raise RuntimeError(f"stock Celery warm-up failed; see .devdata/test-logs/{queue}-*")
+        result["load_start"] = load()
+        task = bar.add("stock celery", args.jobs)
+        run_id = uuid.uuid4().hex[:8]
+        publish_done: dict = {}
+        started_at = datetime.now(UTC)
+        t0 = time.monotonic()
+
+        def publish_all() -> None:
+            publish(run_id, args.jobs)
+            publish_done["at"] = time.monotonic() - t0
+
+        publisher = threading.Thread(target=publish_all, daemon=True)
+        publisher.start()
+        ran = wait_progress(
+            bar,
+            task,
+            args.jobs,
+            lambda: count(run_id),
+            info=lambda: (
+                f"published in {publish_done['at']:.1f} s" if publish_done else "publishing"
+            ),
+        )
+        publisher.join()
+        result["load_end"] = load()
+        with psycopg.connect(dsn) as conn:
+            last, dups = conn.execute(
+                "SELECT max(done_at), (SELECT count(*) FROM bench_duplicates WHERE run_id = %s) "
+                "FROM bench_runs WHERE run_id = %s",
+                (run_id, run_id),
+            ).fetchone()
+        result.update(
+            completed=ran,
+            duplicates=dups,
+            publish_s=publish_done.get("at"),
+            elapsed=(last - started_at).total_seconds(),
+        )
+    finally:
+        for worker in workers:
+            stop_process(worker)
+        app.close()
+        admin = AdminClient({"bootstrap.servers": BOOTSTRAP})
+        for future in admin.delete_topics([queue], operation_timeout=10).values():
+            with contextlib.suppress(Exception):  # cleanup only
+                future.result(timeout=15)
+    return result
+
+
+# --- procrastinate ------------------------------------------------------------------------------
+
+
+def run_procrastinate(args, bar: Bar) -> dict:
+    import psycopg
+
+    python = BENCH_VENV / "bin" / "python"
+    if not python.exists():
+        raise SystemExit(
+            f"{python} missing: make bench installs bench/requirements-procrastinate.txt there"
+        )
+    dsn = recreate_database(PROCRASTINATE_DB)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BENCH_PROCRASTINATE_DSN": dsn}
+    cli = [str(BENCH_VENV / "bin" / "procrastinate"), "--app=bench.procrastinate_app.app"]
+    subprocess.run([*cli, "schema", "--apply"], cwd=ROOT, env=env, check=True, capture_output=True)
+    workers = []
+    for i in range(args.workers):
+        with log_file(f"{os.environ['JOBWEAVER_KAFKA_TOPIC_PREFIX']}procrastinate-{i}.log") as log:
+            workers.append(
+                subprocess.Popen(
+                    [
+                        *cli,
+                        "--log-level=warning",
+                        "worker",
+                        f"--name=bench-{i}",
+                        f"--concurrency={args.concurrency}",
+                        "--queues=bench",
+                    ],
+                    cwd=ROOT,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+
+    def defer(count: int) -> float:
+        out = subprocess.run(
+            [str(python), "-m", "bench.procrastinate_app", "defer", str(count)],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        return float(out.stdout.strip().splitlines()[-1])
+
+    def succeeded() -> int:
+        with psycopg.connect(dsn) as conn:
+            return conn.execute(
+                "SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'"
+            ).fetchone()[0]
+
+    result: dict = {"n": args.jobs}
+    try:
+        warm_n = 2 * args.concurrency * args.workers
+        warm = bar.add("procr. warm-up", warm_n)
+        defer(warm_n)
+        if wait_progress(bar, warm, warm_n, succeeded, stall_seconds=60) < warm_n:
+            raise RuntimeError("procrastinate warm-up failed")
+        result["load_start"] = load()
+        task = bar.add("procrastinate", args.jobs)
+        deferred: dict = {}
+
+        def defer_all() -> None:
+            deferred["t0"] = defer(args.jobs)
+
+        deferrer = threading.Thread(target=defer_all, daemon=True)
+        deferrer.start()
+        done = wait_progress(bar, task, args.jobs, lambda: max(0, succeeded() - warm_n))
+        deferrer.join()
+        result["load_end"] = load()
+        with psycopg.connect(dsn) as conn:
+            last, deferred_last = conn.execute(
+                "SELECT max(at) FILTER (WHERE type = 'succeeded'), "
+                "max(at) FILTER (WHERE type = 'deferred') FROM procrastinate_events"
+            ).fetchone()
+        t0 = datetime.fromtimestamp(deferred["t0"], UTC)
+        result.update(
+            completed=done,
+            publish_s=(deferred_last - t0).total_seconds(),
+            elapsed=(last - t0).total_seconds(),
+        )
+    finally:
+        for worker in workers:
+            stop_process(worker)
+    return result
+
+
+# --- report -------------------------------------------------------------------------------------
+
+
+def summarise_profile(path: Path, top: int = 12) -> list[str]:
+    """py-spy raw (collapsed) stacks of the executor: where its task threads spend their time."""
+    if not path.exists():
+        return [f"profile: {path} missing"]
+    self_time: dict[str, int] = {}
+    inclusive: dict[str, int] = {}
+    total = 0
+    connect = "PostgreSQL: opening a new connection (psycopg connect)"
+    query = "PostgreSQL: queries and commits (psycopg)"
+    kafka = "Kafka (confluent_kafka)"
+    buckets = {connect: 0, query: 0, kafka: 0, "everything else (Python)": 0}
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit() or "run_job" not in stack:
+            continue  # only the task threads running jobs
+        n = int(count)
+        total += n
+        frames = stack.split(";")
+        self_time[frames[-1]] = self_time.get(frames[-1], 0) + n
+        seen = set()
+        for frame in frames:
+            if ("(apps/" in frame or "(kombu_kafka/" in frame) and frame not in seen:
+                seen.add(frame)
+                inclusive[frame] = inclusive.get(frame, 0) + n
+        if "get_new_connection" in stack:
+            buckets[connect] += n
+        elif "psycopg" in stack:
+            buckets[query] += n
+        elif "confluent_kafka" in stack or "kombu_kafka" in frames[-1]:
+            buckets[kafka] += n
+        else:
+            buckets["everything else (Python)"] += n
+    if not total:
+        return ["profile: no samples inside run_job"]
+    lines = [f"profile: {total} samples inside run_job on the executor's task threads"]
+    for name, n in buckets.items():
+        lines.append(f"  {100 * n / total:5.1f}%  {name}")
+    lines.append("  top self time (leaf frames):")
+    for frame, n in sorted(self_time.items(), key=lambda kv: -kv[1])[:top]:
+        lines.append(f"  {100 * n / total:5.1f}%  {frame}")
+    lines.append("  top inclusive time in project code:")
+    for frame, n in sorted(inclusive.items(), key=lambda kv: -kv[1])[:top]:
+        lines.append(f"  {100 * n / total:5.1f}%  {frame}")
+    return lines
+
+
+def pct(values: list[float]) -> str:
+    return " / ".join(f"{v:.0f}" for v in values) if values else "-"
+
+
+def report(args, results: dict) -> None:
+    n = args.jobs
+    print()
+    print(
+        f"N = {n} jobs; JobWeaver: {args.executors} executor(s) x {args.threads} threads, "
+        f"web {args.web_workers} gunicorn workers x {args.web_threads} threads, "
+        f"{args.clients} HTTP clients x {args.per_request} jobs/request; "
+        f"stock Celery and procrastinate: {args.workers} worker(s), concurrency "
+        f"{args.concurrency}"
+    )
+    print()
+    header = f"| {'system':<52} | {'done':>5} | {'seconds':>7} | {'jobs/s':>7} | load start → end |"
+    print(header)
+    print("|" + "|".join("-" * (len(c)) for c in header.split("|")[1:-1]) + "|")
+    names = {
+        "ours": "JobWeaver: batch API over HTTP → COMPLETED",
+        "celery": "plain Celery, kombu stock confluentkafka, acks late",
+        "procrastinate": "procrastinate 3.10, batch_defer → succeeded",
+    }
+    rates = {}
+    for side in SIDES:
+        r = results.get(side)
+        if r is None:
+            continue
+        if "error" in r:
+            print(f"| {names[side]:<52} | FAILED: {r['error']}")
+            continue
+        rate = r["completed"] / r["elapsed"] if r["elapsed"] else 0
+        rates[side] = rate
+        print(
+            f"| {names[side]:<52} | {r['completed']:>5} | {r['elapsed']:>7.1f} | {rate:>7.0f} | "
+            f"{r['load_start']} → {r['load_end']} |"
+        )
+    print()
+    if "ours" in rates and "procrastinate" in rates:
+        print(f"ratio JobWeaver / procrastinate: {rates['ours'] / rates['procrastinate']:.2f}x")
+    if "ours" in rates and "celery" in rates:
+        print(f"ratio JobWeaver / stock Celery:  {rates['ours'] / rates['celery']:.2f}x")
+    ours = results.get("ours")
+    if ours and "error" not in ours:
+        print()
+        print("JobWeaver latency (ms, database times: job created_at → started_at / finished_at)")
+        print(f"  submit→RUNNING   p50 / p95 / p99: {pct(ours['running'])}")
+        print(f"  submit→COMPLETED p50 / p95 / p99: {pct(ours['completed_ms'])}")
+        print(f"  first job after the web started, submit→RUNNING: {ours['first_job_ms']:.0f}")
+        req = ours["request_ms"]
+        print(
+            f"  submission: {len(req)} batch requests in {ours['submit_s']:.1f} s "
+            f"(request ms min {req[0]:.0f}, max {req[-1]:.0f})"
+            if req and ours["submit_s"]
+            else ""
+        )
+        per = ours["per_job"]
+        print(
+            "  per job (pg_stat_database of jobweaver_bench, whole stack, incl. outbox and this "
+            f"script's polling): {per['sessions']:.2f} new PostgreSQL sessions, "
+            f"{per['transactions']:.1f} transactions, "
+            f"{per['inserted']:.1f} rows inserted, {per['updated']:.1f} updated, "
+            f"{per['deleted']:.1f} deleted, {per['fetched']:.1f} fetched"
+        )
+        print(
+            "  rows read per job by scan (pg_stat_user_indexes/_tables): "
+            + "; ".join(
+                f"{name} {rows / n:.0f} rows in {count / n:.1f} scans"
+                for name, (count, rows) in ours["scans"]
+            )
+        )
+        print(
+            "  RSS after the run: executor(s) "
+            + ", ".join(f"{x:.0f}" for x in ours["rss_executor_mib"])
+            + f" MiB, web (master + workers) {ours['rss_web_mib']:.0f} MiB"
+        )
+        if ours.get("cpu"):
+            elapsed = ours["elapsed"]
+            parts = ", ".join(
+                f"{role} {seconds:.1f}"
+                for role, seconds in sorted(ours["cpu"].items(), key=lambda kv: -kv[1])
+            )
+            print(
+                f"  CPU seconds while ours ran ({elapsed:.0f} s wall, {os.cpu_count()} cores = "
+                f"{elapsed * (os.cpu_count() or 1):.0f} CPU-s): {parts}"
+            )
+    for side in ("celery", "procrastinate"):
+        r = results.get(side)
+        if r and "error" not in r and r.get("publish_s") is not None:
+            extra = f", duplicate deliveries {r['duplicates']}" if side == "celery" else ""
+            print(f"{side}: all {r['n']} published/deferred after {r['publish_s']:.1f} s{extra}")
+    if ours and ours.get("profile_path"):
+        print()
+        for line in summarise_profile(ours["profile_path"]):
+            print(line)
+        print(f"  raw stacks: {ours['profile_path']}")
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    overrides = {
+        "JOBWEAVER_EXECUTOR_CONCURRENCY": str(args.threads),
+        "DJANGO_DEBUG": "1" if args.debug else "0",
+    }
+    if not args.debug:
+        overrides["DJANGO_SECRET_KEY"] = "bench-only-" + uuid.uuid4().hex
+    configure(**overrides)
+    results: dict = {}
+    runners = {"ours": run_ours, "celery": run_celery, "procrastinate": run_procrastinate}
+    with Bar() as bar:
+        for side in args.only:
+            try:
+                results[side] = runners[side](args, bar)
+            except Exception as exc:  # noqa: BLE001 - report the other sides anyway
+                bar.note(f"{side} failed: {exc!r}")
+                results[side] = {"error": repr(exc)[:200]}
+    report(args, results)
+    failed = [s for s, r in results.items() if "error" in r or r["completed"] < args.jobs]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
