@@ -31,6 +31,9 @@ class Job(models.Model):
     # `priority` holds its 0-9 mapping, which is what dispatch orders by.
     queue_name = models.CharField(max_length=100, default="default")
     task_priority = models.SmallIntegerField(null=True, blank=True)
+    # Unique jobs (apps/jobs/services.py): a submission with a key that matches one of the
+    # submitter's jobs in the requested scope returns that job. NULL: no key.
+    unique_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     submitted_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -44,6 +47,13 @@ class Job(models.Model):
         permissions = [
             ("view_all_jobs", "Can see, retry and cancel every user's jobs in the API"),
             ("submit_high_priority", "Can submit jobs above the priority threshold"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["submitted_by", "unique_key", "-created_at"],
+                name="job_unique_key",
+                condition=models.Q(unique_key__isnull=False),
+            )
         ]
         constraints = [
             # One job per (user, key); CLI submissions without a user share one scope.

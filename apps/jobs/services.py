@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
 from apps.core import metrics
-from apps.core.db import assert_in_transaction
+from apps.core.db import DatabaseNow, assert_in_transaction, seconds
 from apps.core.errors import Forbidden, IdempotencyConflict, InvalidRequest, QuotaExceeded
 from apps.core.kafka import JOB_CREATED
 from apps.core.logcontext import log_context
@@ -24,6 +24,7 @@ from apps.jobs.validation import JobSpec
 from apps.outbox.services import outbox_enqueue, outbox_enqueue_many
 from apps.scheduler.dispatch import dispatch_due_jobs, dispatch_job_now
 from apps.scheduler.lifecycle import execution_create, executions_create
+from apps.scheduler.models import ExecutionStatus
 from apps.scheduler.services import execution_cancel, execution_retry, execution_run_now
 
 logger = logging.getLogger(__name__)
@@ -34,12 +35,21 @@ MAX_IDEMPOTENCY_KEY_CHARS = 255  # the column's width; the setting may only lowe
 HIGH_PRIORITY = "jobs.submit_high_priority"
 # pg_advisory_xact_lock(namespace, user id): one submitter's cap check at a time.
 ACTIVE_CAP_LOCK_NAMESPACE = 0x4A57
+# pg_advisory_xact_lock(namespace, hashtext(user id:unique key)): one look-up-then-insert per
+# unique key at a time (a hash collision only serializes two keys, it never merges them).
+UNIQUE_KEY_LOCK_NAMESPACE = 0x4A58
+# uniqueScope -> the statuses a job must be in to count as the duplicate ("period": any).
+UNIQUE_SCOPE_STATUSES = {
+    "waiting": (ExecutionStatus.PENDING, ExecutionStatus.DISPATCHED),
+    "active": (ExecutionStatus.PENDING, ExecutionStatus.DISPATCHED, ExecutionStatus.RUNNING),
+    "period": None,
+}
 
 
 @dataclass(frozen=True)
 class SubmitResult:
     job: Job
-    created: bool  # False when an idempotency key replayed an earlier submission
+    created: bool  # False when an idempotency key or a unique key returned an earlier job
 
 
 def _clean_trace_id(trace_id: str | None) -> str:
@@ -61,7 +71,9 @@ def job_submit(
     transaction, then dispatch it at once if it is due (fast path).
 
     With an idempotency key (scoped to `submitted_by`), a replay of the same request returns the
-    original job; the same key with a different request raises IdempotencyConflict.
+    original job; the same key with a different request raises IdempotencyConflict. With a
+    unique key (`spec.unique_key`, also scoped to `submitted_by`), a job with that key in the
+    spec's scope is returned instead of a new one, whatever its request was.
     """
     trace_id = _clean_trace_id(trace_id)
     if idempotency_key is not None:
@@ -72,14 +84,14 @@ def job_submit(
         if existing is not None:
             return _replay(existing, fingerprint)
     try:
-        job = _job_create(spec, submitted_by, idempotency_key, fingerprint, trace_id)
+        job, created = _job_create(spec, submitted_by, idempotency_key, fingerprint, trace_id)
     except IntegrityError:
         # A concurrent request with the same key won the race: replay its job.
         existing = _job_by_idempotency_key(submitted_by, idempotency_key)
         if idempotency_key is None or existing is None:
             raise
         return _replay(existing, fingerprint)
-    return SubmitResult(job=job, created=True)
+    return SubmitResult(job=job, created=created)
 
 
 def _check_idempotency_key(key: str) -> None:
@@ -134,8 +146,43 @@ def _replay(job: Job, fingerprint: str) -> SubmitResult:
     return SubmitResult(job=job, created=False)
 
 
+def _lock_unique_keys(submitted_by, keys: list[str]) -> None:
+    """Serialize the submissions of these unique keys until commit. Must run inside the submit
+    transaction, before the look-up: a concurrent submitter of the same key waits here, and
+    its look-up (a new statement, READ COMMITTED) then sees the job this one created."""
+    assert_in_transaction("the unique-key lock")
+    owner = "" if submitted_by is None else str(submitted_by.pk)
+    with connection.cursor() as cursor:
+        for key in sorted(set(keys)):  # one order for everyone: no deadlock between batches
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+                [UNIQUE_KEY_LOCK_NAMESPACE, f"{owner}:{key}"],
+            )
+
+
+def _unique_duplicate(spec: JobSpec, submitted_by) -> Job | None:
+    """The submitter's newest job with `spec.unique_key` inside `spec.unique_scope`."""
+    jobs = Job.objects.select_related("execution").filter(
+        submitted_by=submitted_by, unique_key=spec.unique_key
+    )
+    statuses = UNIQUE_SCOPE_STATUSES[spec.unique_scope]
+    if statuses is not None:
+        jobs = jobs.filter(execution__status__in=statuses)
+    else:
+        jobs = jobs.filter(created_at__gte=DatabaseNow() - seconds(spec.unique_for_seconds))
+    return jobs.order_by("-created_at").first()
+
+
 @transaction.atomic
-def _job_create(spec: JobSpec, submitted_by, idempotency_key, fingerprint, trace_id) -> Job:
+def _job_create(
+    spec: JobSpec, submitted_by, idempotency_key, fingerprint, trace_id
+) -> tuple[Job, bool]:
+    """The new job, created; or, with a unique key, the duplicate in scope, not created."""
+    if spec.unique_key is not None:
+        _lock_unique_keys(submitted_by, [spec.unique_key])
+        duplicate = _unique_duplicate(spec, submitted_by)
+        if duplicate is not None:
+            return duplicate, False
     _check_submission_allowed([spec], submitted_by)
     job = Job.objects.create(
         job_type=spec.job_type,
@@ -149,6 +196,7 @@ def _job_create(spec: JobSpec, submitted_by, idempotency_key, fingerprint, trace
         timeout_seconds=spec.timeout_seconds,
         queue_name=spec.queue_name,
         task_priority=spec.task_priority,
+        unique_key=spec.unique_key,
         submitted_by=submitted_by,
     )
     job.execution = execution_create(
@@ -161,7 +209,7 @@ def _job_create(spec: JobSpec, submitted_by, idempotency_key, fingerprint, trace
     transaction.on_commit(lambda: dispatch_job_now(job.id))
     with log_context(trace_id=trace_id, job_id=job.id):
         logger.info("job %s submitted (trace %s)", job.id, trace_id)
-    return job
+    return job, True
 
 
 def _job_created_event(job: Job) -> dict:
@@ -184,12 +232,51 @@ def job_submit_batch(
     PENDING executions, their JobCreated events), then dispatch the due ones with one call.
 
     The jobs share `trace_id` when one is given (one request, one trace); otherwise each gets
-    its own. Idempotency keys are per job and not offered here.
+    its own. Idempotency keys are per job and not offered here. An item with a unique key that
+    matches a job in its scope (or an earlier item of this batch) gets that job in its place:
+    the result holds one job per item, in order, created or not.
     """
     limit = settings.JOBWEAVER_MAX_BATCH_JOBS
     if not 0 < len(specs) <= limit:
         raise InvalidRequest(f"a batch holds 1 to {limit} jobs, got {len(specs)}")
     shared_trace_id = _clean_trace_id(trace_id) if trace_id else None
+    duplicates = _batch_duplicates(specs, submitted_by)
+    new_specs = [spec for index, spec in enumerate(specs) if index not in duplicates]
+    jobs = _batch_create(new_specs, submitted_by, shared_trace_id) if new_specs else []
+    created = iter(jobs)
+    in_order: list[Job] = []
+    for index in range(len(specs)):
+        duplicate = duplicates.get(index)
+        if duplicate is None:
+            in_order.append(next(created))
+        elif isinstance(duplicate, int):  # an earlier item of this batch
+            in_order.append(in_order[duplicate])
+        else:
+            in_order.append(duplicate)
+    return in_order
+
+
+def _batch_duplicates(specs: list[JobSpec], submitted_by) -> dict[int, Job | int]:
+    """Items that create no job, by index: the job in scope with the same unique key, or the
+    index of the earlier item with that key. Must run inside the submit transaction."""
+    keyed = [(index, spec) for index, spec in enumerate(specs) if spec.unique_key is not None]
+    if not keyed:
+        return {}
+    _lock_unique_keys(submitted_by, [spec.unique_key for _, spec in keyed])
+    duplicates: dict[int, Job | int] = {}
+    first: dict[str, Job | int] = {}
+    for index, spec in keyed:
+        if spec.unique_key in first:
+            duplicates[index] = first[spec.unique_key]
+            continue
+        duplicate = _unique_duplicate(spec, submitted_by)
+        if duplicate is not None:
+            duplicates[index] = duplicate
+        first[spec.unique_key] = duplicate if duplicate is not None else index
+    return duplicates
+
+
+def _batch_create(specs: list[JobSpec], submitted_by, shared_trace_id: str | None) -> list[Job]:
     _check_submission_allowed(specs, submitted_by)
     jobs = Job.objects.bulk_create(
         Job(
@@ -203,6 +290,7 @@ def job_submit_batch(
             timeout_seconds=spec.timeout_seconds,
             queue_name=spec.queue_name,
             task_priority=spec.task_priority,
+            unique_key=spec.unique_key,
             submitted_by=submitted_by,
         )
         for spec in specs

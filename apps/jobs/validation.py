@@ -43,6 +43,10 @@ class JobSpec:
     task: dict | None = None
     queue_name: str = "default"
     task_priority: int | None = None
+    # Unique jobs: a submission whose key matches a job in scope returns that job instead.
+    unique_key: str | None = None
+    unique_scope: str | None = None  # one of UNIQUE_SCOPES when unique_key is set
+    unique_for_seconds: int | None = None  # the "period" scope's length
 
     @property
     def instruction(self) -> dict:
@@ -53,7 +57,7 @@ class JobSpec:
         """Stable hash of what was asked for: the same request twice has the same fingerprint."""
         data = asdict(self)
         data["run_at"] = self.run_at.isoformat() if self.run_at else None
-        for name, default in TASK_FIELD_DEFAULTS.items():
+        for name, default in {**TASK_FIELD_DEFAULTS, **UNIQUE_FIELD_DEFAULTS}.items():
             if data[name] == default:  # so a simulation job's fingerprint stays what it was
                 del data[name]
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
@@ -61,6 +65,13 @@ class JobSpec:
 
 
 TASK_FIELD_DEFAULTS = {"task": None, "queue_name": "default", "task_priority": None}
+UNIQUE_FIELD_DEFAULTS = {"unique_key": None, "unique_scope": None, "unique_for_seconds": None}
+# waiting: PENDING or DISPATCHED; active: waiting or RUNNING; period: submitted in the last
+# uniqueForSeconds, whatever its state.
+UNIQUE_SCOPES = ("waiting", "active", "period")
+DEFAULT_UNIQUE_SCOPE = "active"
+MAX_UNIQUE_KEY_CHARS = 255
+MAX_UNIQUE_FOR_SECONDS = 366 * 86400
 
 
 def _type_name(value: Any) -> str:
@@ -213,7 +224,45 @@ def _run_at(value: Any) -> datetime | None:
     return parsed
 
 
-REQUEST_FIELDS = {"jobType", "payload", "maxRetryCount", "priority", "runAt", "timeoutSeconds"}
+REQUEST_FIELDS = {
+    "jobType",
+    "payload",
+    "maxRetryCount",
+    "priority",
+    "runAt",
+    "timeoutSeconds",
+    "uniqueKey",
+    "uniqueScope",
+    "uniqueForSeconds",
+}
+
+
+def _unique(body: dict) -> dict:
+    """The JobSpec fields of `uniqueKey`, `uniqueScope` and `uniqueForSeconds`."""
+    key, scope, period = (body.get(name) for name in UNIQUE_REQUEST_FIELDS)
+    if key is None:
+        if scope is not None or period is not None:
+            raise InvalidRequest("uniqueScope and uniqueForSeconds need a uniqueKey")
+        return {}
+    if not isinstance(key, str) or not 0 < len(key) <= MAX_UNIQUE_KEY_CHARS:
+        raise InvalidRequest(f"uniqueKey must be a string of 1-{MAX_UNIQUE_KEY_CHARS} characters")
+    if not key.isprintable():
+        raise InvalidRequest("uniqueKey must be printable text")
+    scope = DEFAULT_UNIQUE_SCOPE if scope is None else scope
+    if scope not in UNIQUE_SCOPES:
+        raise InvalidRequest(
+            f"uniqueScope must be one of {', '.join(UNIQUE_SCOPES)}, got {scope!r}"
+        )
+    if scope == "period":
+        if period is None:
+            raise InvalidRequest('uniqueScope "period" needs uniqueForSeconds')
+        period = _int(period, "uniqueForSeconds", 1, MAX_UNIQUE_FOR_SECONDS)
+    elif period is not None:
+        raise InvalidRequest('uniqueForSeconds goes with uniqueScope "period"')
+    return {"unique_key": key, "unique_scope": scope, "unique_for_seconds": period}
+
+
+UNIQUE_REQUEST_FIELDS = ("uniqueKey", "uniqueScope", "uniqueForSeconds")
 
 
 def parse_job_request(body: Any) -> JobSpec:
@@ -249,6 +298,7 @@ def parse_job_request(body: Any) -> JobSpec:
             1,
             settings.JOBWEAVER_MAX_TIMEOUT_SECONDS,
         ),
+        **_unique(body),
     )
 
 

@@ -97,6 +97,30 @@ class JobRequest(serializers.Serializer):
         required=False,
         allow_null=True,
     )
+    uniqueKey = serializers.CharField(
+        min_length=1,
+        max_length=validation.MAX_UNIQUE_KEY_CHARS,
+        required=False,
+        allow_null=True,
+        help_text="Unique jobs: if one of the submitter's jobs with this key is in uniqueScope, "
+        "that job is returned with 200 (as an idempotency replay, whatever its request was) "
+        "and nothing is created. Concurrent submits of one key create one job. In a batch, "
+        "such an item gets the existing job (or the earlier item's) in its place.",
+    )
+    uniqueScope = serializers.ChoiceField(
+        choices=list(validation.UNIQUE_SCOPES),
+        required=False,
+        allow_null=True,
+        help_text="with uniqueKey: waiting = a PENDING or DISPATCHED job; active (default) = "
+        "waiting or RUNNING; period = any job submitted in the last uniqueForSeconds",
+    )
+    uniqueForSeconds = serializers.IntegerField(
+        min_value=1,
+        max_value=validation.MAX_UNIQUE_FOR_SECONDS,
+        required=False,
+        allow_null=True,
+        help_text='required with uniqueScope "period", refused otherwise',
+    )
 
 
 class BatchRequest(serializers.Serializer):

@@ -36,6 +36,9 @@ FIELD_FLAGS = (
     ("priority", "priority", "--priority"),
     ("run_at", "runAt", "--run-at"),
     ("timeout", "timeoutSeconds", "--timeout"),
+    ("unique_key", "uniqueKey", "--unique-key"),
+    ("unique_scope", "uniqueScope", "--unique-scope"),
+    ("unique_for", "uniqueForSeconds", "--unique-for"),
 )
 # A PENDING job's last error is why it waits for a retry; a RUNNING one's is stale.
 SHOWS_LAST_ERROR = (ExecutionStatus.PENDING, ExecutionStatus.FAILED, ExecutionStatus.CANCELLED)
@@ -185,6 +188,19 @@ class Command(JobWeaverCommand):
         )
         fields.add_argument("--timeout", type=int, metavar="S", help="timeoutSeconds")
         fields.add_argument("--idempotency-key", metavar="K", help="as the Idempotency-Key header")
+        fields.add_argument(
+            "--unique-key",
+            metavar="K",
+            help="uniqueKey: if one of your jobs with this key is in scope, that job is returned",
+        )
+        fields.add_argument(
+            "--unique-scope",
+            choices=["waiting", "active", "period"],
+            help="uniqueScope (default active: waiting or running)",
+        )
+        fields.add_argument(
+            "--unique-for", type=int, metavar="S", help="uniqueForSeconds (--unique-scope period)"
+        )
         fields.add_argument("--user", metavar="USERNAME", help="submit as this user")
         fields.add_argument(
             "--count",
@@ -231,8 +247,11 @@ class Command(JobWeaverCommand):
                 f"job {job.id} submitted, trace {job.trace_id}, status {detail['status']}"
             )
         else:
+            replayed = options["idempotency_key"] is not None
+            replayed = replayed and job.idempotency_key == options["idempotency_key"]
+            reason = "idempotency key" if replayed else "unique key"
             self.stdout.write(
-                f"job {job.id} already submitted with this idempotency key, "
+                f"job {job.id} already submitted with this {reason}, "
                 f"trace {job.trace_id}, status {detail['status']}"
             )
         if not options["wait"]:
