@@ -7,4 +7,6 @@ infra/stack.sh test-tools
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/lint-imports
+# test-tools installed every external tool: a test may not skip for want of one.
+export JOBWEAVER_REQUIRE_TEST_TOOLS=1
 exec infra/with-stack.sh .venv/bin/pytest "$@"

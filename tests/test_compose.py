@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.stack import skip_or_fail_without
+
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "compose.yaml"
 INSTALL_HINT = "apt-get install -y --no-install-recommends docker-compose"
@@ -39,7 +41,10 @@ def _compose_command() -> list[str] | None:
 def compose(tmp_path_factory) -> list[str]:
     command = _compose_command()
     if command is None:
-        pytest.skip(f"neither `docker compose` nor `docker-compose` is installed ({INSTALL_HINT})")
+        skip_or_fail_without(
+            "docker-compose",
+            f"neither `docker compose` nor `docker-compose` is installed ({INSTALL_HINT})",
+        )
     # An empty env file: a developer's .env next to compose.yaml must not fill in values.
     env_file = tmp_path_factory.mktemp("compose") / "empty.env"
     env_file.write_text("")

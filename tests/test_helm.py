@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.stack import skip_or_fail_without
+
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "deploy" / "helm" / "jobweaver"
 PRODUCTION = CHART / "examples" / "production-values.yaml"
@@ -27,7 +29,7 @@ def helm() -> str:
     local = ROOT / ".cache" / "bin" / "helm"
     found = str(local) if local.exists() else shutil.which("helm")
     if found is None:
-        pytest.skip(f"helm is not installed ({INSTALL_HINT})")
+        skip_or_fail_without("helm", f"helm is not installed ({INSTALL_HINT})")
     return found
 
 

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
+from datetime import timedelta
 
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.accounts.tests.helpers import SUBMITTER, make_user, token_for
 from apps.executor.models import ExecutionAttempt
+from apps.scheduler.dispatch import dispatch_due_jobs
 from apps.scheduler.models import JobExecution
 from tests.stack import wait_for
 
@@ -81,3 +85,22 @@ def live_executors(stack, count: int) -> list:
         # A fresh name: a reused one would append to an old log that already says "ready".
         started.append(stack.start_executor(f"executor-{uuid.uuid4().hex[:6]}"))
     return started
+
+
+def dispatch_until_done(job_ids, *, batch_size: int, publish) -> list:
+    """Dispatch (as if an hour later) until none of the jobs waits: flow control lets each
+    call claim at most the executors' free credits, which free up as jobs complete."""
+    claimed: list = []
+    deadline = time.monotonic() + 240
+    while JobExecution.objects.filter(job_id__in=job_ids, status="PENDING").exists():
+        assert time.monotonic() < deadline, "the racers did not dispatch every job in time"
+        batch = dispatch_due_jobs(
+            now=timezone.now() + timedelta(hours=1),
+            batch_size=batch_size,
+            job_ids=job_ids,
+            publish=publish,
+        )
+        claimed.extend(batch)
+        if not batch:
+            time.sleep(0.01)  # no free credit right now: completions free some
+    return claimed

@@ -25,7 +25,7 @@ from django.utils import timezone
 from apps.jobs.services import job_submit
 from apps.jobs.validation import parse_job_request
 from apps.scheduler.models import JobExecution
-from tests.stack import wait_for
+from tests.stack import skip_or_fail_without, wait_for
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
@@ -45,7 +45,9 @@ WAIT_SECONDS = 60
 @pytest.fixture(scope="session")
 def browser():
     if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
-        pytest.skip("Debian's chromium and chromium-driver are not installed (infra/stack.sh)")
+        skip_or_fail_without(
+            "chromium", "Debian's chromium and chromium-driver are not installed (infra/stack.sh)"
+        )
     profile = tempfile.mkdtemp(prefix="jobweaver-chromium-")
     options = Options()
     options.binary_location = CHROMIUM

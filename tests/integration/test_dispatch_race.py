@@ -4,7 +4,6 @@ hands each job to exactly one of them, and every job runs exactly once."""
 from __future__ import annotations
 
 import threading
-import time
 from datetime import timedelta
 
 import pytest
@@ -14,30 +13,12 @@ from django.utils import timezone
 from apps.executor.models import ExecutionAttempt
 from apps.jobs.services import job_submit
 from apps.jobs.validation import parse_job_request
-from apps.scheduler.dispatch import celery_publisher, dispatch_due_jobs
+from apps.scheduler.dispatch import celery_publisher
 from apps.scheduler.models import JobExecution
+from tests.integration.helpers import dispatch_until_done
 from tests.stack import wait_for
 
 pytestmark = [pytest.mark.integration]
-
-
-def dispatch_until_done(job_ids, *, batch_size: int, publish) -> list:
-    """Dispatch (as if an hour later) until none of the jobs waits: flow control lets each
-    call claim at most the executors' free credits, which free up as jobs complete."""
-    claimed: list = []
-    deadline = time.monotonic() + 240
-    while JobExecution.objects.filter(job_id__in=job_ids, status="PENDING").exists():
-        assert time.monotonic() < deadline, "the racers did not dispatch every job in time"
-        batch = dispatch_due_jobs(
-            now=timezone.now() + timedelta(hours=1),
-            batch_size=batch_size,
-            job_ids=job_ids,
-            publish=publish,
-        )
-        claimed.extend(batch)
-        if not batch:
-            time.sleep(0.01)  # no free credit right now: completions free some
-    return claimed
 
 
 JOBS = 500
