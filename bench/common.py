@@ -16,15 +16,17 @@ sys.path.insert(0, str(ROOT))
 BENCH_DB = "jobweaver_bench"
 
 
-def configure(**overrides: str) -> None:
-    """Set the benchmark's environment, then set up Django. Call once, before anything else."""
+def configure(*, database: str = BENCH_DB, **overrides: str) -> None:
+    """Set the benchmark's environment, then set up Django. Call once, before anything else.
+    `database` (recreated) defaults to the shared jobweaver_bench; a benchmark that may run
+    beside another one passes a name of its own (and drops it with `drop_database`)."""
     os.environ["DJANGO_SETTINGS_MODULE"] = "jobweaver_site.settings"
     os.environ.setdefault("DJANGO_DEBUG", "1")
     os.environ["JOBWEAVER_KAFKA_TOPIC_PREFIX"] = f"bench-{uuid.uuid4().hex[:8]}-"
-    os.environ["DATABASE_URL"] = f"postgres://jobweaver@127.0.0.1:54329/{BENCH_DB}"
+    os.environ["DATABASE_URL"] = f"postgres://jobweaver@127.0.0.1:54329/{database}"
     os.environ["JOBWEAVER_LOG_LEVEL"] = "WARNING"
     os.environ.update(overrides)
-    _recreate_database()
+    _recreate_database(database)
     import django
 
     django.setup()
@@ -33,14 +35,23 @@ def configure(**overrides: str) -> None:
     call_command("migrate", verbosity=0)
 
 
-def _recreate_database() -> None:
+def _recreate_database(name: str = BENCH_DB) -> None:
+    drop_database(name)
     import psycopg
 
     with psycopg.connect(
         "postgresql://jobweaver@127.0.0.1:54329/postgres", autocommit=True
     ) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {BENCH_DB}")
+        conn.execute(f"CREATE DATABASE {name}")
+
+
+def drop_database(name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(
+        "postgresql://jobweaver@127.0.0.1:54329/postgres", autocommit=True
+    ) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 @contextmanager

@@ -23,7 +23,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
-from common import api_token, configure, rss_mib, running_stack, running_web
+from common import api_token, configure, drop_database, rss_mib, running_stack, running_web
 from throughput import Client, execution_counts, latency_stats, load, wait_completed
 
 
@@ -68,11 +68,23 @@ def minute_latencies(since: datetime) -> list[tuple[int, int, int, float, float]
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    database = f"jobweaver_bench_soak_{uuid.uuid4().hex[:8]}"
     configure(
+        database=database,
         JOBWEAVER_EXECUTOR_CONCURRENCY=str(args.threads),
         DJANGO_DEBUG="0",
         DJANGO_SECRET_KEY="bench-only-" + uuid.uuid4().hex,
     )
+    try:
+        return soak(args)
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        drop_database(database)
+
+
+def soak(args) -> int:
     from apps.scheduler.flow import live_executors
 
     token = api_token()

@@ -4,7 +4,7 @@ procrastinate, same N, same PostgreSQL, same broker, one run (issue 9).
     make bench ARGS="--jobs 5000 --executors 1 --threads 4"
     (or: infra/with-stack.sh .venv/bin/python bench/throughput.py --help)
 
-1. JobWeaver: a throwaway stack (bench/common.py: database jobweaver_bench, its own topic prefix;
+1. JobWeaver: a throwaway stack (bench/common.py: a database of this run's own, its topic prefix;
    scheduler, beat, E executors of T threads) and a gunicorn web process on a free port. N jobs
    of one LOG step go through `POST /api/jobs/batch` over HTTP, --per-request per request from
    --clients client threads; waits until all are COMPLETED. Prints jobs/s (submit start → last
@@ -16,8 +16,8 @@ procrastinate, same N, same PostgreSQL, same broker, one run (issue 9).
    from this process then drained; each task writes a completion row (done_at) in PostgreSQL.
    Timed from publish start to the last done_at.
 3. procrastinate: the same N no-op jobs (bench/procrastinate_app.py) in a database of its own
-   (procrastinate_bench, its schema applied), one `batch_defer`, one worker process of the same
-   concurrency. Timed from batch_defer start to the last `succeeded` event.
+   (procrastinate_bench_<run>, its schema applied), one `batch_defer`, one worker process of
+   the same concurrency. Timed from batch_defer start to the last `succeeded` event.
 
 Each side gets a warm-up before its clock starts (consumer group formed, connections open).
 Prints a table with the load average at each side's start and end, and the ratios. Times are
@@ -46,6 +46,7 @@ from common import (
     api_token,
     configure,
     cpu_seconds,
+    drop_database,
     running_stack,
     running_web,
     server_pids,
@@ -54,8 +55,12 @@ from common import (
 BENCH_VENV = ROOT / ".cache" / "bench-venv"
 PG = "postgresql://jobweaver@127.0.0.1:54329"
 BOOTSTRAP = "127.0.0.1:19092"
-CELERY_DB = "jobweaver_bench_celery"
-PROCRASTINATE_DB = "procrastinate_bench"
+# Databases of this run, on the same PostgreSQL server, dropped at its end: names of their own,
+# so a benchmark running beside this one (bench/common.py's jobweaver_bench) cannot drop them.
+RUN_ID = uuid.uuid4().hex[:8]
+OURS_DB = f"jobweaver_bench_{RUN_ID}"
+CELERY_DB = f"jobweaver_bench_celery_{RUN_ID}"
+PROCRASTINATE_DB = f"procrastinate_bench_{RUN_ID}"
 LOG_STEP = [{"action": "LOG", "message": "bench"}]
 POLL_SECONDS = 0.25
 SIDES = ("ours", "celery", "procrastinate")
@@ -806,7 +811,7 @@ def report(args, results: dict) -> None:
         )
         per = ours["per_job"]
         print(
-            "  per job (pg_stat_database of jobweaver_bench, whole stack, incl. outbox and this "
+            "  per job (pg_stat_database of the bench database, whole stack, incl. outbox and this "
             f"script's polling): {per['sessions']:.2f} new PostgreSQL sessions, "
             f"{per['transactions']:.1f} transactions, "
             f"{per['inserted']:.1f} rows inserted, {per['updated']:.1f} updated, "
@@ -854,7 +859,18 @@ def main(argv: list[str]) -> int:
     }
     if not args.debug:
         overrides["DJANGO_SECRET_KEY"] = "bench-only-" + uuid.uuid4().hex
-    configure(**overrides)
+    configure(database=OURS_DB, **overrides)
+    try:
+        return run(args)
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        for name in (OURS_DB, CELERY_DB, PROCRASTINATE_DB):
+            drop_database(name)
+
+
+def run(args) -> int:
     results: dict = {}
     runners = {"ours": run_ours, "celery": run_celery, "procrastinate": run_procrastinate}
     with Bar() as bar:
