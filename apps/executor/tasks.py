@@ -6,8 +6,9 @@ import uuid
 
 from celery import shared_task
 from celery.exceptions import Reject
-from celery.signals import worker_ready, worker_shutting_down
+from celery.signals import task_prerun, worker_ready, worker_shutting_down
 from django.conf import settings
+from django.db import close_old_connections
 
 from apps.core.db import DATABASE_UNAVAILABLE
 from apps.core.kafka import RUN_JOB, topic_name
@@ -33,6 +34,14 @@ def run_job(self, job_id: str, event_id: str) -> str | None:
 def _is_executor() -> bool:
     # Set by jobweaver_site.workers; every worker process imports every app's tasks.
     return os.environ.get("JOBWEAVER_WORKER_ROLE") == "executor"
+
+
+@task_prerun.connect
+def reuse_sound_connections(**kwargs) -> None:
+    """What Django does at the start of a request: drop this thread's connection only if it
+    is broken or older than CONN_MAX_AGE (celeryconfig.CELERY_DB_REUSE_MAX keeps Celery from
+    closing it after every task)."""
+    close_old_connections()
 
 
 @worker_ready.connect

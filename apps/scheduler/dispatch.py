@@ -154,7 +154,7 @@ def _claim(
     targets = flow.assign(len(claimed), credits)
     lifecycle.executions_assign(
         [
-            (claim.event_id, worker_id)
+            (claim.job_id, claim.event_id, worker_id)
             for claim, (worker_id, _) in zip(claimed, targets, strict=True)
         ]
     )

@@ -522,9 +522,10 @@ def execution_redeliver(execution: JobExecution) -> JobExecution:
     )
 
 
-def executions_assign(deliveries: list[tuple[uuid.UUID, str]]) -> None:
-    """Record which executor each just-dispatched (event id, worker id) was sent to: flow
-    control counts its credits by this. Same transaction as `executions_dispatch`."""
+def executions_assign(deliveries: list[tuple[uuid.UUID, uuid.UUID, str]]) -> None:
+    """Record which executor each just-dispatched (job id, event id, worker id) was sent to:
+    flow control counts its credits by this. Same transaction as `executions_dispatch`.
+    Matched by job id (unique index) and fenced by the event id, never by a table scan."""
     assert_in_transaction("executions_assign")
     if not deliveries:
         return
@@ -533,10 +534,15 @@ def executions_assign(deliveries: list[tuple[uuid.UUID, str]]) -> None:
         cursor.execute(
             f"""
             UPDATE {table} AS e SET worker_id = d.worker_id
-            FROM unnest(%s::uuid[], %s::text[]) AS d(event_id, worker_id)
-            WHERE e.current_event_id = d.event_id AND e.status = %s
+            FROM unnest(%s::uuid[], %s::uuid[], %s::text[]) AS d(job_id, event_id, worker_id)
+            WHERE e.job_id = d.job_id AND e.current_event_id = d.event_id AND e.status = %s
             """,
-            [[e for e, _ in deliveries], [w for _, w in deliveries], S.DISPATCHED],
+            [
+                [j for j, _, _ in deliveries],
+                [e for _, e, _ in deliveries],
+                [w for _, _, w in deliveries],
+                S.DISPATCHED,
+            ],
         )
 
 

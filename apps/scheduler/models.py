@@ -54,6 +54,12 @@ class JobExecution(models.Model):
                 name="execution_due_work",
                 condition=models.Q(status="PENDING"),
             ),
+            # Fenced set-based transitions (hold, unsend) find deliveries by their token.
+            models.Index(
+                "current_event_id",
+                name="execution_live_token",
+                condition=models.Q(current_event_id__isnull=False),
+            ),
             # The earliest waiting due time: the dispatcher's wake-up sleeps until then.
             models.Index(
                 "next_run_at",
