@@ -86,7 +86,7 @@ def main(argv: list[str]) -> None:
     django.setup()
     from django.conf import settings
 
-    from apps.core import metrics
+    from apps.core import metrics, tracing
     from jobweaver_site.celery import app
 
     if argv[1:2] == ["--dry-run"]:
@@ -95,6 +95,7 @@ def main(argv: list[str]) -> None:
         return
     # Counters of this process, on a port of its own (why not multiprocess: apps/core/metrics.py).
     metrics.serve(settings.JOBWEAVER_METRICS_PORT)
+    tracing.configure(argv[0])  # OpenTelemetry export when OTEL_EXPORTER_OTLP_ENDPOINT is set
     _keep_alive_signals(argv[0])
 
     app.start(celery_argv(argv[0], name=argv[1] if len(argv) > 1 else None))

@@ -21,6 +21,7 @@ from django.db import connection
 from apps.core import metrics
 from apps.core.db import DATABASE_UNAVAILABLE, retry_while_database_unavailable
 from apps.core.logcontext import log_context
+from apps.core.tracing import span_under
 from apps.executor import ledger, shutdown
 from apps.executor.engine import (
     AttemptReleased,
@@ -63,8 +64,13 @@ def attempt_execute(*, job_id: uuid.UUID, event_id: uuid.UUID) -> str | None:
     )
     if claimed is None:
         return None
-    with log_context(trace_id=claimed.trace_id, job_id=job_id, attempt=claimed.attempt):
+    attributes = {"jobweaver.job_id": str(job_id), "jobweaver.attempt": claimed.attempt}
+    with (
+        log_context(trace_id=claimed.trace_id, job_id=job_id, attempt=claimed.attempt),
+        span_under(claimed.traceparent, "jobweaver.attempt", attributes) as span,
+    ):
         outcome = AttemptRunner(claimed).run()
+        span.set_attribute("jobweaver.outcome", str(outcome))
     if claimed.task is not None:
         announce_finished(claimed)  # Django's task_finished signal, after the commit
     return outcome

@@ -37,6 +37,7 @@ class ClaimedAttempt:
     steps: list[dict]
     timeout_seconds: int
     task: dict | None = None  # a TASK job's {"task", "args", "kwargs"} (ARCHITECTURE §13)
+    traceparent: str = ""  # the submit's W3C traceparent (apps/core/tracing.py)
 
 
 class Ending(StrEnum):
@@ -82,6 +83,7 @@ def attempt_start(
         steps=job.steps,
         timeout_seconds=job.timeout_seconds,
         task=job.instruction if job.job_type == JobType.TASK else None,
+        traceparent=job.traceparent,
     )
 
 

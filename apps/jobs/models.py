@@ -20,6 +20,9 @@ class Job(models.Model):
         "submission"
     )
     trace_id = models.CharField(max_length=64, db_index=True)
+    # W3C traceparent of the submitting request when OpenTelemetry is on (apps/core/tracing.py):
+    # every attempt's span is its child, so one trace survives retries.
+    traceparent = models.CharField(max_length=55, blank=True, default="")
     # NULL (not "") means "no key", so the unique constraint ignores keyless jobs.
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     request_fingerprint = models.CharField(max_length=64, blank=True, default="")

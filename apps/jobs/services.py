@@ -18,6 +18,7 @@ from apps.core.errors import Forbidden, IdempotencyConflict, InvalidRequest, Quo
 from apps.core.kafka import JOB_CREATED
 from apps.core.logcontext import log_context
 from apps.core.timeutil import iso
+from apps.core.tracing import current_traceparent
 from apps.jobs.models import Job
 from apps.jobs.selectors import active_job_count, parse_job_id
 from apps.jobs.validation import JobSpec
@@ -188,6 +189,7 @@ def _job_create(
         job_type=spec.job_type,
         instruction=spec.instruction,
         trace_id=trace_id,
+        traceparent=current_traceparent(),
         idempotency_key=idempotency_key,
         request_fingerprint=fingerprint,
         priority=spec.priority,
@@ -278,11 +280,13 @@ def _batch_duplicates(specs: list[JobSpec], submitted_by) -> dict[int, Job | int
 
 def _batch_create(specs: list[JobSpec], submitted_by, shared_trace_id: str | None) -> list[Job]:
     _check_submission_allowed(specs, submitted_by)
+    traceparent = current_traceparent()
     jobs = Job.objects.bulk_create(
         Job(
             job_type=spec.job_type,
             instruction=spec.instruction,
             trace_id=shared_trace_id or uuid.uuid4().hex,
+            traceparent=traceparent,
             request_fingerprint=spec.fingerprint(),
             priority=spec.priority,
             max_retries=spec.max_retries,
