@@ -48,6 +48,14 @@ def test_kombus_kafka_suite_passes_except_fanout(tmp_path):
             "-rfEs",
             "--timeout",
             "120",
+            # As kombu's own CI runs this suite (pytest-rerunfailures is in kombu's test
+            # requirements): its SimpleQueue.get waits 1 s, less than a fresh Kafka consumer
+            # group may need to join and fetch on a loaded machine. A test that fails three
+            # times still fails; reruns are counted and printed.
+            "--reruns",
+            "2",
+            "--reruns-delay",
+            "1",
             f"--junitxml={report}",
         ],
         cwd=suite,
@@ -62,6 +70,8 @@ def test_kombus_kafka_suite_passes_except_fanout(tmp_path):
         kinds = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
         outcomes[name] = kinds[0] if kinds else "passed"
     not_passed = {name: kind for name, kind in outcomes.items() if kind != "passed"}
+    reruns = sum(1 for _ in ET.parse(report).iter("rerunFailure"))
+    print(f"kombu's Kafka suite: {len(outcomes)} tests, {reruns} rerun(s)")
     assert not_passed == NOT_IMPLEMENTED, result.stdout[-6000:] + result.stderr[-2000:]
     # The whole suite ran: kombu 5.7.0 ships 39 Kafka tests.
     assert len(outcomes) == 39, sorted(outcomes)
