@@ -185,22 +185,15 @@ def _job_create(
         if duplicate is not None:
             return duplicate, False
     _check_submission_allowed([spec], submitted_by)
-    job = Job.objects.create(
-        job_type=spec.job_type,
-        instruction=spec.instruction,
+    job = _job_from_spec(
+        spec,
+        submitted_by=submitted_by,
         trace_id=trace_id,
         traceparent=current_traceparent(),
+        fingerprint=fingerprint,
         idempotency_key=idempotency_key,
-        request_fingerprint=fingerprint,
-        priority=spec.priority,
-        max_retries=spec.max_retries,
-        run_at=spec.run_at,
-        timeout_seconds=spec.timeout_seconds,
-        queue_name=spec.queue_name,
-        task_priority=spec.task_priority,
-        unique_key=spec.unique_key,
-        submitted_by=submitted_by,
     )
+    job.save(force_insert=True)
     job.execution = execution_create(
         job_id=job.id, priority=spec.priority, max_retries=spec.max_retries, run_at=spec.run_at
     )
@@ -212,6 +205,34 @@ def _job_create(
     with log_context(trace_id=trace_id, job_id=job.id):
         logger.info("job %s submitted (trace %s)", job.id, trace_id)
     return job, True
+
+
+def _job_from_spec(
+    spec: JobSpec,
+    *,
+    submitted_by,
+    trace_id: str,
+    traceparent: str,
+    fingerprint: str,
+    idempotency_key: str | None = None,
+) -> Job:
+    """The unsaved Job row of a validated request: one mapping for single and batch submits."""
+    return Job(
+        job_type=spec.job_type,
+        instruction=spec.instruction,
+        trace_id=trace_id,
+        traceparent=traceparent,
+        idempotency_key=idempotency_key,
+        request_fingerprint=fingerprint,
+        priority=spec.priority,
+        max_retries=spec.max_retries,
+        run_at=spec.run_at,
+        timeout_seconds=spec.timeout_seconds,
+        queue_name=spec.queue_name,
+        task_priority=spec.task_priority,
+        unique_key=spec.unique_key,
+        submitted_by=submitted_by,
+    )
 
 
 def _job_created_event(job: Job) -> dict:
@@ -282,20 +303,12 @@ def _batch_create(specs: list[JobSpec], submitted_by, shared_trace_id: str | Non
     _check_submission_allowed(specs, submitted_by)
     traceparent = current_traceparent()
     jobs = Job.objects.bulk_create(
-        Job(
-            job_type=spec.job_type,
-            instruction=spec.instruction,
+        _job_from_spec(
+            spec,
+            submitted_by=submitted_by,
             trace_id=shared_trace_id or uuid.uuid4().hex,
             traceparent=traceparent,
-            request_fingerprint=spec.fingerprint(),
-            priority=spec.priority,
-            max_retries=spec.max_retries,
-            run_at=spec.run_at,
-            timeout_seconds=spec.timeout_seconds,
-            queue_name=spec.queue_name,
-            task_priority=spec.task_priority,
-            unique_key=spec.unique_key,
-            submitted_by=submitted_by,
+            fingerprint=spec.fingerprint(),
         )
         for spec in specs
     )
