@@ -11,6 +11,36 @@ from confluent_kafka.admin import AdminClient
 from tests.stack import WorkerProcess, child_environment, wait_for
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker, request):
+    """pytest-django creates the test database only when a collected test uses `db` or the
+    `django_db` mark. A session of live-database tests alone (one integration module, say)
+    would otherwise run against the development database: create the test database then too."""
+    from django.db import connection
+    from django.test.utils import setup_databases, teardown_databases
+
+    test_name = connection.settings_dict["TEST"]["NAME"]
+    if connection.settings_dict["NAME"] == test_name:
+        yield
+        return
+    with django_db_blocker.unblock():
+        created = setup_databases(
+            verbosity=request.config.option.verbose, interactive=False, aliases={"default"}
+        )
+    assert connection.settings_dict["NAME"] == test_name
+    try:
+        yield
+    finally:
+        with django_db_blocker.unblock():
+            # Worker processes and server threads may still hold a connection for a moment.
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            teardown_databases(created, verbosity=request.config.option.verbose)
+
+
 @pytest.fixture
 def live_db(django_db_setup, django_db_blocker):
     """Database access in autocommit, as in production: what a test writes commits at once and

@@ -74,6 +74,15 @@ def browser():
         shutil.rmtree(profile, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def leave_the_page(browser):
+    """The dashboard polls its JSON; leave it after each test, or its requests reach the live
+    server after the test's database access has ended."""
+    yield
+    browser.delete_all_cookies()  # while still on the site: cookies are per domain
+    browser.get("about:blank")
+
+
 @pytest.fixture(scope="session")
 def web(django_db_setup):
     """Django's live-server thread on the test database; plain HTTP, so cookies not Secure."""
