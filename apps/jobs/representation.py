@@ -59,11 +59,12 @@ def job_to_dict(job: Job, attempts: list[ExecutionAttempt]) -> dict:
         "finishedAt": iso(execution.finished_at),
         "progress": {"stepsCompleted": steps_completed, "totalSteps": total_steps},
         "attempts": [(task_attempt_to_dict if is_task else attempt_to_dict)(a) for a in attempts],
+        "queueName": job.queue_name,
+        "concurrencyKey": job.concurrency_key,
     }
     if is_task:
         # The return value of the attempt that succeeded; null until the job COMPLETED.
         succeeded = [a for a in attempts if a.outcome == AttemptOutcome.SUCCESS]
         completed = execution.status == ExecutionStatus.COMPLETED and succeeded
         detail["result"] = succeeded[-1].result if completed else None
-        detail["queueName"] = job.queue_name
     return detail

@@ -194,9 +194,7 @@ def _job_create(
         idempotency_key=idempotency_key,
     )
     job.save(force_insert=True)
-    job.execution = execution_create(
-        job_id=job.id, priority=spec.priority, max_retries=spec.max_retries, run_at=spec.run_at
-    )
+    job.execution = execution_create(job=job)
     outbox_enqueue(
         topic=JOB_CREATED, key=str(job.id), trace_id=trace_id, payload=_job_created_event(job)
     )
@@ -231,6 +229,7 @@ def _job_from_spec(
         queue_name=spec.queue_name,
         task_priority=spec.task_priority,
         unique_key=spec.unique_key,
+        concurrency_key=spec.concurrency_key,
         submitted_by=submitted_by,
     )
 
@@ -312,9 +311,7 @@ def _batch_create(specs: list[JobSpec], submitted_by, shared_trace_id: str | Non
         )
         for spec in specs
     )
-    executions = executions_create(
-        jobs=[(job.id, job.priority, job.max_retries, job.run_at) for job in jobs]
-    )
+    executions = executions_create(jobs=jobs)
     for job, execution in zip(jobs, executions, strict=True):
         job.execution = execution
     outbox_enqueue_many(

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from apps.core.errors import InvalidBatch, InvalidRequest
 from apps.core.jsonutil import forbidden_character
+from apps.scheduler.limits import checked_key, checked_queue_name
 from apps.tasks.payload import validate_task_payload
 
 JOB_TYPES = ("SIMULATION", "TASK")
@@ -47,6 +48,8 @@ class JobSpec:
     unique_key: str | None = None
     unique_scope: str | None = None  # one of UNIQUE_SCOPES when unique_key is set
     unique_for_seconds: int | None = None  # the "period" scope's length
+    # Per-key concurrency and rate limits (apps/scheduler/limits.py); None: no key.
+    concurrency_key: str | None = None
 
     @property
     def instruction(self) -> dict:
@@ -57,7 +60,11 @@ class JobSpec:
         """Stable hash of what was asked for: the same request twice has the same fingerprint."""
         data = asdict(self)
         data["run_at"] = self.run_at.isoformat() if self.run_at else None
-        for name, default in {**TASK_FIELD_DEFAULTS, **UNIQUE_FIELD_DEFAULTS}.items():
+        for name, default in {
+            **TASK_FIELD_DEFAULTS,
+            **UNIQUE_FIELD_DEFAULTS,
+            **ROUTING_FIELD_DEFAULTS,
+        }.items():
             if data[name] == default:  # so a simulation job's fingerprint stays what it was
                 del data[name]
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
@@ -66,6 +73,9 @@ class JobSpec:
 
 TASK_FIELD_DEFAULTS = {"task": None, "queue_name": "default", "task_priority": None}
 UNIQUE_FIELD_DEFAULTS = {"unique_key": None, "unique_scope": None, "unique_for_seconds": None}
+# Fields added after fingerprints were first stored: left out of the hash at their default.
+ROUTING_FIELD_DEFAULTS = {"concurrency_key": None}
+
 # waiting: PENDING or DISPATCHED; active: waiting or RUNNING; period: submitted in the last
 # uniqueForSeconds, whatever its state.
 UNIQUE_SCOPES = ("waiting", "active", "period")
@@ -234,6 +244,8 @@ REQUEST_FIELDS = {
     "uniqueKey",
     "uniqueScope",
     "uniqueForSeconds",
+    "queueName",
+    "concurrencyKey",
 }
 
 
@@ -263,6 +275,16 @@ def _unique(body: dict) -> dict:
 
 
 UNIQUE_REQUEST_FIELDS = ("uniqueKey", "uniqueScope", "uniqueForSeconds")
+
+
+def _routing(body: dict) -> dict:
+    """The JobSpec fields of `queueName` and `concurrencyKey`."""
+    fields = {}
+    if body.get("queueName") is not None:
+        fields["queue_name"] = checked_queue_name(body["queueName"])
+    if body.get("concurrencyKey") is not None:
+        fields["concurrency_key"] = checked_key(body["concurrencyKey"])
+    return fields
 
 
 def parse_job_request(body: Any) -> JobSpec:
@@ -299,6 +321,7 @@ def parse_job_request(body: Any) -> JobSpec:
             settings.JOBWEAVER_MAX_TIMEOUT_SECONDS,
         ),
         **_unique(body),
+        **_routing(body),
     )
 
 

@@ -31,7 +31,7 @@ import kombu_kafka
 from apps.core import metrics
 from apps.core.kafka import RUN_JOB, event_producer, topic_name
 from apps.core.logcontext import log_context
-from apps.scheduler import flow, lifecycle
+from apps.scheduler import flow, lifecycle, limits
 
 logger = logging.getLogger(__name__)
 
@@ -150,7 +150,9 @@ def _claim(
         if not credits:
             _log_no_executor()
         return [], 0
-    claimed = lifecycle.executions_claim(limit=min(limit, free), job_ids=job_ids, due_by=due_by)
+    claimed = lifecycle.executions_claim(
+        limit=min(limit, free), job_ids=job_ids, due_by=due_by, rules=limits.dispatch_rules()
+    )
     targets = flow.assign(len(claimed), credits)
     lifecycle.executions_assign(
         [

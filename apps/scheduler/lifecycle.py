@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import F
+from django.db.models import F, Q
 
 from apps.core import metrics
 from apps.core.db import DatabaseNow, assert_in_transaction, seconds
@@ -41,6 +41,7 @@ from apps.core.kafka import JOB_COMPLETED, JOB_DEAD_LETTER, JOB_FAILED
 from apps.core.timeutil import iso
 from apps.outbox.services import outbox_enqueue
 from apps.scheduler.flow import notify_dispatch
+from apps.scheduler.limits import NO_RULES, DispatchRules
 from apps.scheduler.models import ExecutionStatus, JobExecution
 from apps.scheduler.retry import RetryDecision, policy_from_settings
 
@@ -81,6 +82,9 @@ TRANSITIONS: dict[str, Transition] = {
     # or the message was lost), or the publish failed: sent again later with a fresh token, no
     # attempt recorded, no retry used.
     "redeliver": _t({S.DISPATCHED}, S.PENDING, RESCUER, Actor.DISPATCHER, fenced=True),
+    # A pause took back deliveries no worker had started: waiting again, in their place in
+    # line, token cleared (the message still on Kafka is fenced off), nothing counted.
+    "recall": _t({S.DISPATCHED}, S.PENDING, Actor.OPERATOR, fenced=False),
     "start": _t({S.DISPATCHED}, S.RUNNING, WORKER, fenced=True),
     "heartbeat": _t({S.RUNNING}, S.RUNNING, WORKER, fenced=True),  # extends the lease only
     "complete": _t({S.RUNNING}, S.COMPLETED, WORKER, fenced=True),
@@ -163,39 +167,35 @@ def _apply(
 # --- submission and dispatch ----------------------------------------------------------------
 
 
-def execution_create(
-    *, job_id: uuid.UUID, priority: int, max_retries: int, run_at: datetime | None
-) -> JobExecution:
-    """The PENDING execution of a newly submitted job, due at `run_at` or at once (inside the
-    submit transaction)."""
-    assert_in_transaction("execution_create")
-    execution = JobExecution.objects.create(
-        job_id=job_id,
-        priority=priority,
-        max_retries=max_retries,
-        next_run_at=run_at or DatabaseNow(),
+def _pending(job) -> JobExecution:
+    return JobExecution(
+        job_id=job.id,
+        priority=job.priority,
+        max_retries=job.max_retries,
+        next_run_at=job.run_at or DatabaseNow(),
+        queue_name=job.queue_name,
+        job_type=job.job_type,
+        concurrency_key=job.concurrency_key,
     )
-    if run_at is None:
+
+
+def execution_create(*, job) -> JobExecution:
+    """The PENDING execution of a newly submitted job, due at its `run_at` or at once (inside
+    the submit transaction)."""
+    assert_in_transaction("execution_create")
+    execution = _pending(job)
+    execution.save(force_insert=True)
+    if job.run_at is None:
         execution.refresh_from_db(fields=["next_run_at"])
     return execution
 
 
-def executions_create(
-    *, jobs: list[tuple[uuid.UUID, int, int, datetime | None]]
-) -> list[JobExecution]:
-    """The PENDING executions of a batch of newly submitted jobs, given as (job id, priority,
-    max retries, run_at), each due at its `run_at` or at once (database clock): one INSERT
-    inside the submit transaction, and one SELECT for the due times the database chose."""
+def executions_create(*, jobs: list) -> list[JobExecution]:
+    """The PENDING executions of a batch of newly submitted jobs, each due at its `run_at` or at
+    once (database clock): one INSERT inside the submit transaction, and one SELECT for the due
+    times the database chose."""
     assert_in_transaction("executions_create")
-    executions = JobExecution.objects.bulk_create(
-        JobExecution(
-            job_id=job_id,
-            priority=priority,
-            max_retries=max_retries,
-            next_run_at=run_at or DatabaseNow(),
-        )
-        for job_id, priority, max_retries, run_at in jobs
-    )
+    executions = JobExecution.objects.bulk_create(_pending(job) for job in jobs)
     due_now = {e.job_id: e for e in executions if isinstance(e.next_run_at, DatabaseNow)}
     if due_now:
         chosen = JobExecution.objects.filter(job_id__in=list(due_now)).values_list(
@@ -216,20 +216,32 @@ class Claim(NamedTuple):
 
 
 def executions_dispatch(
-    *, limit: int, job_ids: list[uuid.UUID] | None = None, due_by: datetime | None = None
+    *,
+    limit: int,
+    job_ids: list[uuid.UUID] | None = None,
+    due_by: datetime | None = None,
+    rules: DispatchRules = NO_RULES,
 ) -> list[tuple[uuid.UUID, uuid.UUID]]:
     """`executions_claim` as (job id, event id) pairs in dispatch order."""
-    claims = executions_claim(limit=limit, job_ids=job_ids, due_by=due_by)
+    claims = executions_claim(limit=limit, job_ids=job_ids, due_by=due_by, rules=rules)
     return [(claim.job_id, claim.event_id) for claim in claims]
 
 
 def executions_claim(
-    *, limit: int, job_ids: list[uuid.UUID] | None = None, due_by: datetime | None = None
+    *,
+    limit: int,
+    job_ids: list[uuid.UUID] | None = None,
+    due_by: datetime | None = None,
+    rules: DispatchRules = NO_RULES,
 ) -> list[Claim]:
     """PENDING → DISPATCHED for up to `limit` due executions, highest priority first: one
     statement that claims (FOR UPDATE SKIP LOCKED, so concurrent dispatchers never take the same
     row), gives each a fresh fencing token and starts its dispatch lease. Returns the claims in
-    dispatch order. `due_by` replaces the database clock for "due" (tests)."""
+    dispatch order. `due_by` replaces the database clock for "due" (tests).
+
+    `rules` (apps/scheduler/limits.py) leave paused queues and job types and keys at a limit
+    out of the scan, and take at most a key's allowance of the rows found; the rows left out
+    stay PENDING."""
     assert_in_transaction("executions_dispatch")
     transition = TRANSITIONS["dispatch"]
     (source,) = transition.sources
@@ -237,23 +249,58 @@ def executions_claim(
     params: list = [source.value]
     if due_by is not None:
         params.append(due_by)
-    only_jobs = ""
-    if job_ids is not None:
-        only_jobs = "AND job_id = ANY(%s)"
-        params.append(list(job_ids))
-    params += [limit, transition.target.value, settings.JOBWEAVER_DISPATCH_TIMEOUT_SECONDS]
+    filters = [("AND job_id = ANY(%s)", job_ids)] if job_ids is not None else []
+    filters += [
+        (clause, values)
+        for clause, values in (
+            ("AND queue_name <> ALL(%s)", rules.paused_queues),
+            ("AND job_type <> ALL(%s)", rules.paused_job_types),
+            ("AND (concurrency_key IS NULL OR concurrency_key <> ALL(%s))", rules.blocked_keys),
+        )
+        if values
+    ]
+    scan_filters = " ".join(clause for clause, _ in filters)
+    params += [list(values) for _, values in filters]
+    params.append(limit)
+    chosen = "due"
+    within_allowances = ""
+    if rules.allowances:
+        # A key's n-th row in claim order is taken while n is within its allowance.
+        chosen = "allowed"
+        within_allowances = """,
+            ranked AS (
+                SELECT id, concurrency_key, row_number() OVER (
+                    PARTITION BY concurrency_key ORDER BY priority DESC, next_run_at
+                ) AS nth
+                FROM due
+            ),
+            allowed AS (
+                SELECT id FROM ranked
+                WHERE concurrency_key IS NULL OR nth <= COALESCE((
+                    SELECT a.allowed FROM unnest(%s::text[], %s::int[], %s::int[])
+                        AS a(pattern, allowed, precedence)
+                    WHERE ranked.concurrency_key LIKE a.pattern
+                    ORDER BY a.precedence DESC LIMIT 1
+                ), nth)
+            )"""
+        params += [
+            [a.like for a in rules.allowances],
+            [a.count for a in rules.allowances],
+            [a.precedence for a in rules.allowances],
+        ]
+    params += [transition.target.value, settings.JOBWEAVER_DISPATCH_TIMEOUT_SECONDS]
     table = JobExecution._meta.db_table
     jobs = JobExecution._meta.get_field("job").related_model._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
             WITH due AS (
-                SELECT id FROM {table}
-                WHERE status = %s AND next_run_at <= {due_by_sql} {only_jobs}
+                SELECT id, priority, next_run_at, concurrency_key FROM {table}
+                WHERE status = %s AND next_run_at <= {due_by_sql} {scan_filters}
                 ORDER BY priority DESC, next_run_at
                 LIMIT %s
                 FOR UPDATE SKIP LOCKED
-            )
+            ){within_allowances}
             UPDATE {table} AS e
             SET status = %s,
                 current_event_id = gen_random_uuid(),
@@ -261,7 +308,7 @@ def executions_claim(
                 lease_expires_at = clock_timestamp() + make_interval(secs => %s),
                 version = e.version + 1,
                 updated_at = clock_timestamp()
-            FROM due, {jobs} AS j WHERE e.id = due.id AND j.id = e.job_id
+            FROM {chosen}, {jobs} AS j WHERE e.id = {chosen}.id AND j.id = e.job_id
             RETURNING e.job_id, e.current_event_id, e.priority, e.next_run_at, j.trace_id,
                 GREATEST(EXTRACT(EPOCH FROM e.dispatched_at - e.next_run_at), 0)
             """,
@@ -578,6 +625,29 @@ def executions_hold(event_ids: list[uuid.UUID]) -> int:
     return JobExecution.objects.filter(status=source, current_event_id__in=event_ids).update(
         lease_expires_at=DatabaseNow() + seconds(settings.JOBWEAVER_DISPATCH_TIMEOUT_SECONDS)
     )
+
+
+def executions_recall(*, queue_names: list[str] = (), job_types: list[str] = ()) -> int:
+    """Transition "recall" for every DISPATCHED execution of these queues or job types (a pause):
+    back to PENDING before any worker starts it. A worker that already locked one to start it
+    wins (it is RUNNING once this statement gets the row, and is left to finish). Returns how
+    many moved."""
+    assert_in_transaction("executions_recall")
+    transition = TRANSITIONS["recall"]
+    (source,) = transition.sources
+    scope = Q(queue_name__in=list(queue_names)) | Q(job_type__in=list(job_types))
+    moved = JobExecution.objects.filter(scope, status=source).update(
+        status=transition.target,
+        current_event_id=None,
+        lease_expires_at=None,
+        worker_id="",
+        version=F("version") + 1,
+        updated_at=DatabaseNow(),
+    )
+    if moved:
+        notify_dispatch()  # their credits are free for other work
+        metrics.count_on_commit(lambda: metrics.TRANSITIONS.labels("recall").inc(moved))
+    return moved
 
 
 # --- operator actions ---------------------------------------------------------------------------

@@ -45,6 +45,11 @@ class JobExecution(models.Model):
     # Deliveries whose dispatch lease expired before any worker started them: sent again with a
     # fresh token, no attempt recorded, no retry used (ARCHITECTURE §4).
     redelivery_count = models.PositiveIntegerField(default=0)
+    # Copied from the job, so the dispatch claim applies pauses and per-key limits to the rows
+    # it reads without a join (apps/scheduler/limits.py).
+    queue_name = models.CharField(max_length=100, default="default")
+    job_type = models.CharField(max_length=32, default="SIMULATION")
+    concurrency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
 
     class Meta:
         indexes = [
@@ -70,6 +75,20 @@ class JobExecution(models.Model):
                 "lease_expires_at",
                 name="execution_live_leases",
                 condition=models.Q(status__in=["DISPATCHED", "RUNNING"]),
+            ),
+            # Per-key limits: the work in flight of a key, and its recent dispatches.
+            models.Index(
+                "concurrency_key",
+                name="execution_key_in_flight",
+                condition=models.Q(
+                    status__in=["DISPATCHED", "RUNNING"], concurrency_key__isnull=False
+                ),
+            ),
+            models.Index(
+                "dispatched_at",
+                "concurrency_key",
+                name="execution_key_dispatched",
+                condition=models.Q(concurrency_key__isnull=False),
             ),
             # Retention prunes finished executions oldest first (apps/scheduler/retention.py).
             models.Index(
@@ -109,3 +128,52 @@ class ExecutorRegistration(models.Model):
 
     def __str__(self) -> str:
         return f"{self.worker_id} ({self.slots} slots)"
+
+
+class PauseScope(models.TextChoices):
+    QUEUE = "QUEUE"
+    JOB_TYPE = "JOB_TYPE"
+
+
+class Pause(models.Model):
+    """A paused queue or job type: the dispatcher starts none of its work until the row is
+    deleted (resume). Running work finishes; waiting work stays PENDING."""
+
+    scope = models.CharField(max_length=16, choices=PauseScope.choices)
+    name = models.CharField(max_length=100)
+    reason = models.CharField(max_length=200, blank=True, default="")
+    paused_by = models.CharField(max_length=150, blank=True, default="")
+    paused_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["scope", "name"]
+        constraints = [models.UniqueConstraint(fields=["scope", "name"], name="pause_scope_name")]
+
+    def __str__(self) -> str:
+        return f"{self.scope} {self.name}"
+
+
+class ConcurrencyLimit(models.Model):
+    """A limit for every concurrency key matching `pattern` (`*` matches any run of
+    characters): at most `max_running` of a key's jobs dispatched or running at once, at most
+    `max_per_second` of them sent in any one second. Enforced by the dispatcher across all
+    executors; over-limit work waits in PostgreSQL. The most specific (longest) matching
+    pattern wins."""
+
+    pattern = models.CharField(max_length=255, unique=True)
+    max_running = models.PositiveIntegerField(null=True, blank=True)
+    max_per_second = models.PositiveIntegerField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["pattern"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(max_running__isnull=False)
+                | models.Q(max_per_second__isnull=False),
+                name="limit_sets_something",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.pattern

@@ -1,8 +1,9 @@
-"""The operator's actions on executions (API, admin, CLI): retry, cancel and run now.
+"""The operator's actions (API, admin, CLI): retry, cancel and run now on executions; pause and
+resume a queue or job type; set and remove concurrency limits.
 
 Each is one transaction around a lifecycle transition (apps/scheduler/lifecycle.py); a retried
 job is dispatched right after commit. Dispatch, rescue and the worker-driven transitions live in
-dispatch.py, rescue.py and lifecycle.py.
+dispatch.py, rescue.py and lifecycle.py; what pauses and limits mean for dispatch, in limits.py.
 """
 
 from __future__ import annotations
@@ -11,9 +12,15 @@ import uuid
 
 from django.db import transaction
 
+from apps.core.db import DatabaseNow
+from apps.core.errors import InvalidRequest
 from apps.scheduler import lifecycle
 from apps.scheduler.dispatch import dispatch_job_now
-from apps.scheduler.models import JobExecution
+from apps.scheduler.flow import notify_dispatch
+from apps.scheduler.limits import checked_key, checked_queue_name
+from apps.scheduler.models import ConcurrencyLimit, JobExecution, Pause, PauseScope
+
+MAX_LIMIT_VALUE = 1_000_000
 
 
 @transaction.atomic
@@ -38,3 +45,87 @@ def execution_run_now(*, job_id: uuid.UUID) -> JobExecution:
     execution = lifecycle.execution_run_now(job_id=job_id)
     transaction.on_commit(lambda: dispatch_job_now(job_id))
     return execution
+
+
+# --- pause and resume ---------------------------------------------------------------------------
+
+
+def _pause_target(scope, name) -> tuple[str, str]:
+    if scope not in PauseScope.values:
+        raise InvalidRequest(f"scope must be one of {', '.join(PauseScope.values)}, got {scope!r}")
+    if scope == PauseScope.QUEUE:
+        return scope, checked_queue_name(name, "name")
+    job_types = JobExecution._meta.get_field("job").related_model._meta.get_field("job_type")
+    known = [value for value, _ in job_types.choices]
+    if name not in known:
+        raise InvalidRequest(f"name must be a job type ({', '.join(known)}), got {name!r}")
+    return scope, name
+
+
+@transaction.atomic
+def queue_pause(*, scope: str, name: str, reason: str = "", paused_by: str = "") -> Pause:
+    """Pause a queue or a job type: from commit on, nothing of it starts. Deliveries sent but
+    not started are taken back (transition "recall"); running work finishes; waiting work stays
+    PENDING. Pausing what is paused changes nothing and returns the pause."""
+    scope, name = _pause_target(scope, name)
+    if not isinstance(reason, str) or len(reason) > 200:
+        raise InvalidRequest("reason must be a string of at most 200 characters")
+    pause, created = Pause.objects.get_or_create(
+        scope=scope,
+        name=name,
+        defaults={"reason": reason, "paused_by": paused_by[:150], "paused_at": DatabaseNow()},
+    )
+    if created:
+        pause.refresh_from_db(fields=["paused_at"])
+        queues, job_types = ([name], []) if scope == PauseScope.QUEUE else ([], [name])
+        lifecycle.executions_recall(queue_names=queues, job_types=job_types)
+    return pause
+
+
+@transaction.atomic
+def queue_resume(*, scope: str, name: str) -> bool:
+    """Resume a paused queue or job type: its waiting work is dispatched at once (credits
+    allowing). False when it was not paused (nothing changes)."""
+    scope, name = _pause_target(scope, name)
+    deleted, _ = Pause.objects.filter(scope=scope, name=name).delete()
+    if deleted:
+        notify_dispatch()
+    return bool(deleted)
+
+
+# --- concurrency limits -------------------------------------------------------------------------
+
+
+def _limit_value(value, field: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT_VALUE:
+        raise InvalidRequest(f"{field} must be an integer from 1 to {MAX_LIMIT_VALUE}, or null")
+    return value
+
+
+@transaction.atomic
+def concurrency_limit_set(
+    *, pattern: str, max_running: int | None, max_per_second: int | None
+) -> tuple[ConcurrencyLimit, bool]:
+    """Create or replace the limit for keys matching `pattern` (`*` matches any run of
+    characters); returns it and whether it is new. Applies from the next dispatch on."""
+    pattern = checked_key(pattern, "pattern")
+    max_running = _limit_value(max_running, "maxRunning")
+    max_per_second = _limit_value(max_per_second, "maxPerSecond")
+    if max_running is None and max_per_second is None:
+        raise InvalidRequest("a limit needs maxRunning, maxPerSecond or both")
+    limit, created = ConcurrencyLimit.objects.update_or_create(
+        pattern=pattern, defaults={"max_running": max_running, "max_per_second": max_per_second}
+    )
+    notify_dispatch()  # a raised limit lets waiting work go at once
+    return limit, created
+
+
+@transaction.atomic
+def concurrency_limit_delete(*, pattern: str) -> bool:
+    """Remove the limit of `pattern`; False when there was none."""
+    deleted, _ = ConcurrencyLimit.objects.filter(pattern=checked_key(pattern, "pattern")).delete()
+    if deleted:
+        notify_dispatch()
+    return bool(deleted)

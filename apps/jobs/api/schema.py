@@ -14,6 +14,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, Polymorphic
 from rest_framework import serializers
 
 from apps.jobs import validation
+from apps.scheduler import limits
 from apps.scheduler.models import ExecutionStatus
 
 STATUSES = ExecutionStatus.values
@@ -121,6 +122,22 @@ class JobRequest(serializers.Serializer):
         allow_null=True,
         help_text='required with uniqueScope "period", refused otherwise',
     )
+    queueName = serializers.RegexField(
+        limits.QUEUE_NAME_PATTERN.pattern,
+        max_length=limits.MAX_QUEUE_NAME_CHARS,
+        required=False,
+        allow_null=True,
+        help_text='the queue (default "default"): a paused queue starts none of its jobs',
+    )
+    concurrencyKey = serializers.CharField(
+        min_length=1,
+        max_length=limits.MAX_CONCURRENCY_KEY_CHARS,
+        required=False,
+        allow_null=True,
+        help_text="Per-key limits (e.g. a customer id): the concurrency limit whose pattern "
+        "matches this key caps how many of its jobs run at once and start per second, across "
+        "all executors; jobs over the limit wait.",
+    )
 
 
 class BatchRequest(serializers.Serializer):
@@ -175,6 +192,8 @@ class JobDetail(serializers.Serializer):
     finishedAt = serializers.DateTimeField(allow_null=True)
     progress = Progress()
     attempts = Attempt(many=True)
+    queueName = serializers.CharField()
+    concurrencyKey = serializers.CharField(allow_null=True)
 
 
 class JobPage(serializers.Serializer):

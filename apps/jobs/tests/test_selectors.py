@@ -23,6 +23,8 @@ DETAIL_FIELDS = {
     "jobId", "jobType", "status", "payload", "priority", "maxRetryCount", "retryCount",
     "nextRunAt", "lastError", "traceId", "createdAt", "updatedAt", "startedAt", "finishedAt",
     "progress", "attempts",
+    # Added with pauses and per-key limits (README "Pause and limits"; not yet in §8).
+    "queueName", "concurrencyKey",
 }  # fmt: skip
 ATTEMPT_FIELDS = {
     "eventId", "attempt", "workerId", "startedAt", "finishedAt", "outcome", "errorMessage",

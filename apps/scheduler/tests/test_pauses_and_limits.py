@@ -1,0 +1,213 @@
+"""Pauses and per-key limits as the dispatcher applies them, on the real PostgreSQL.
+
+No worker runs here: `dispatch` claims with a publish function that only records, and the tests
+play the worker's part through the executor's services. The same rules with real executors:
+tests/integration/test_pauses_and_limits.py.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+
+from apps.core.errors import InvalidRequest
+from apps.executor.services import attempt_finish, attempt_start
+from apps.scheduler.dispatch import dispatch_due_jobs
+from apps.scheduler.invariants import check_invariants
+from apps.scheduler.models import ConcurrencyLimit, ExecutionStatus, JobExecution, Pause
+from apps.scheduler.services import (
+    concurrency_limit_delete,
+    concurrency_limit_set,
+    queue_pause,
+    queue_resume,
+)
+from apps.scheduler.tests.factories import WORKER, execution_of, live_executor, submitted_job
+
+pytestmark = pytest.mark.django_db
+
+
+def dispatch() -> set[uuid.UUID]:
+    live_executor()
+    return set(dispatch_due_jobs(publish=lambda messages: None))
+
+
+def jobs(count: int, **fields) -> set[uuid.UUID]:
+    return {submitted_job([{"action": "LOG", "message": "x"}], **fields).id for _ in range(count)}
+
+
+def finish(job_id: uuid.UUID) -> None:
+    execution = execution_of(job_id)
+    claimed = attempt_start(job_id=job_id, event_id=execution.current_event_id, worker_id=WORKER)
+    assert claimed is not None
+    assert attempt_finish(
+        claimed=claimed, outcome="SUCCESS", error="", steps_completed=1, log_lines=[]
+    )
+
+
+def no_violations():
+    assert check_invariants() == []
+
+
+# --- pause and resume ---------------------------------------------------------------------------
+
+
+def test_a_paused_queue_starts_nothing_and_other_queues_flow_until_resume():
+    emails = jobs(3, queueName="emails")
+    reports = jobs(2, queueName="reports")
+    queue_pause(scope="QUEUE", name="emails", reason="mail server down", paused_by="ops")
+
+    assert dispatch() == reports
+    assert {execution_of(j).status for j in emails} == {ExecutionStatus.PENDING}
+
+    assert queue_resume(scope="QUEUE", name="emails") is True
+    assert dispatch() == emails
+    no_violations()
+
+
+def test_a_paused_job_type_starts_none_of_its_jobs():
+    simulations = jobs(2)
+    queue_pause(scope="JOB_TYPE", name="SIMULATION")
+    assert dispatch() == set()
+    queue_resume(scope="JOB_TYPE", name="SIMULATION")
+    assert dispatch() == simulations
+
+
+def test_pause_takes_back_sent_deliveries_and_lets_running_work_finish():
+    running, sent = sorted(jobs(2, queueName="q1"))
+    dispatch()
+    token_of_sent = execution_of(sent).current_event_id
+    claimed = attempt_start(
+        job_id=running, event_id=execution_of(running).current_event_id, worker_id=WORKER
+    )
+
+    queue_pause(scope="QUEUE", name="q1")
+
+    recalled = execution_of(sent)
+    assert recalled.status == ExecutionStatus.PENDING
+    assert recalled.current_event_id is None and recalled.attempt_count == 0
+    # The message still on Kafka is fenced off: its worker cannot start it.
+    assert attempt_start(job_id=sent, event_id=token_of_sent, worker_id=WORKER) is None
+    # The running attempt goes on and finishes.
+    assert execution_of(running).status == ExecutionStatus.RUNNING
+    assert attempt_finish(
+        claimed=claimed, outcome="SUCCESS", error="", steps_completed=1, log_lines=[]
+    )
+    assert execution_of(running).status == ExecutionStatus.COMPLETED
+    no_violations()
+
+
+def test_pause_and_resume_are_idempotent():
+    first = queue_pause(scope="QUEUE", name="q2", reason="first")
+    again = queue_pause(scope="QUEUE", name="q2", reason="second")
+    assert again.pk == first.pk and again.reason == "first"
+    assert queue_resume(scope="QUEUE", name="q2") is True
+    assert queue_resume(scope="QUEUE", name="q2") is False
+    assert not Pause.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("scope", "name"),
+    [
+        ("TOPIC", "emails"),
+        ("QUEUE", ""),
+        ("QUEUE", "has space"),
+        ("QUEUE", "x" * 101),
+        ("QUEUE", None),
+        ("JOB_TYPE", "NOPE"),
+        ("JOB_TYPE", "simulation"),
+    ],
+)
+def test_a_bad_pause_is_refused_and_changes_nothing(scope, name):
+    with pytest.raises(InvalidRequest):
+        queue_pause(scope=scope, name=name)
+    assert not Pause.objects.exists()
+
+
+# --- concurrency and rate limits ----------------------------------------------------------------
+
+
+def test_at_most_n_running_per_key_while_other_keys_and_unkeyed_work_flow():
+    concurrency_limit_set(pattern="customer-*", max_running=2, max_per_second=None)
+    first = jobs(5, concurrencyKey="customer-1")
+    second = jobs(3, concurrencyKey="customer-2")
+    free = jobs(4)
+    unmatched = jobs(3, concurrencyKey="internal")
+
+    sent = dispatch()
+    assert len(sent & first) == 2 and len(sent & second) == 2
+    assert free | unmatched <= sent
+    assert dispatch() == set()  # both keys are at their limit
+
+    finish(next(iter(sent & first)))
+    more = dispatch()
+    assert len(more) == 1 and more <= first
+    no_violations()
+
+
+def test_the_most_specific_pattern_wins_and_an_exact_key_is_a_pattern_too():
+    concurrency_limit_set(pattern="customer-*", max_running=1, max_per_second=None)
+    concurrency_limit_set(pattern="customer-vip", max_running=3, max_per_second=None)
+    vip = jobs(5, concurrencyKey="customer-vip")
+    plain = jobs(5, concurrencyKey="customer-7")
+    sent = dispatch()
+    assert len(sent & vip) == 3 and len(sent & plain) == 1
+
+
+def test_at_most_r_sent_per_second_per_key():
+    concurrency_limit_set(pattern="burst", max_running=None, max_per_second=3)
+    burst = jobs(8, concurrencyKey="burst")
+    sent = dispatch()
+    assert len(sent) == 3
+    assert dispatch() == set()  # within the same second
+    # A second later (moved back in time rather than slept through), three more may go.
+    JobExecution.objects.filter(job_id__in=sent).update(
+        dispatched_at=execution_of(next(iter(sent))).dispatched_at - timedelta(seconds=2)
+    )
+    later = dispatch()
+    assert len(later) == 3 and later <= burst - sent
+
+
+def test_a_key_at_its_limit_does_not_hold_back_lower_priority_work():
+    concurrency_limit_set(pattern="hog", max_running=1, max_per_second=None)
+    jobs(30, concurrencyKey="hog", priority=9)
+    others = jobs(5, priority=1)
+    first = dispatch()
+    second = dispatch()
+    # The first batch's scan is full of the hog's rows, one is taken; from then on the hog is
+    # left out of the scan and the others go.
+    assert others <= first | second
+    assert len(JobExecution.objects.filter(concurrency_key="hog", status="DISPATCHED")) == 1
+
+
+def test_removing_a_limit_releases_the_waiting_work():
+    concurrency_limit_set(pattern="k", max_running=1, max_per_second=None)
+    keyed = jobs(4, concurrencyKey="k")
+    assert len(dispatch()) == 1
+    assert concurrency_limit_delete(pattern="k") is True
+    assert concurrency_limit_delete(pattern="k") is False
+    assert len(dispatch()) == 3
+    assert {execution_of(j).status for j in keyed} == {ExecutionStatus.DISPATCHED}
+
+
+@pytest.mark.parametrize(
+    ("pattern", "max_running", "max_per_second"),
+    [
+        ("k", None, None),
+        ("k", 0, None),
+        ("k", -1, None),
+        ("k", True, None),
+        ("k", "2", None),
+        ("k", None, 10**7),
+        ("", 1, None),
+        ("x" * 256, 1, None),
+        ("tab\there", 1, None),
+    ],
+)
+def test_a_bad_limit_is_refused_and_changes_nothing(pattern, max_running, max_per_second):
+    with pytest.raises(InvalidRequest):
+        concurrency_limit_set(
+            pattern=pattern, max_running=max_running, max_per_second=max_per_second
+        )
+    assert not ConcurrencyLimit.objects.exists()

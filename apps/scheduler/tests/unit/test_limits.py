@@ -1,0 +1,70 @@
+"""The pure half of per-key limits: patterns and the plan a claim follows."""
+
+import pytest
+
+from apps.scheduler.limits import (
+    EXACT_KEY_PRECEDENCE,
+    Allowance,
+    Limit,
+    glob_matches,
+    like_pattern,
+    limit_for,
+    plan,
+)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "key", "matches"),
+    [
+        ("customer-*", "customer-1", True),
+        ("customer-*", "customer-", True),
+        ("customer-*", "customers-1", False),
+        ("*", "anything", True),
+        ("a*b*c", "a-x-b-y-c", True),
+        ("a*b*c", "a-x-c", False),
+        ("exact", "exact", True),
+        ("exact", "exactly", False),
+        ("50%_off", "50%_off", True),
+        ("50%_off", "50x-off", False),  # % and _ are literal, unlike SQL LIKE
+        ("a.b", "axb", False),  # . is literal, unlike a regex
+    ],
+)
+def test_glob_matches(pattern, key, matches):
+    assert glob_matches(pattern, key) is matches
+
+
+def test_like_pattern_escapes_what_like_would_read_as_wildcards():
+    assert like_pattern("50%_off*") == "50\\%\\_off%"
+    assert like_pattern("back\\slash") == "back\\\\slash"
+    assert like_pattern("star*", exact=True) == "star*"
+
+
+def test_the_longest_matching_pattern_is_the_keys_limit():
+    limits = [Limit("*", 10, None), Limit("customer-*", 2, None), Limit("customer-vip", 5, None)]
+    assert limit_for("customer-vip", limits).pattern == "customer-vip"
+    assert limit_for("customer-1", limits).pattern == "customer-*"
+    assert limit_for("other", limits).pattern == "*"
+    assert limit_for("other", limits[1:]) is None
+
+
+def test_plan_blocks_keys_at_a_limit_and_gives_the_rest_their_room():
+    limits = [Limit("customer-*", 2, None), Limit("burst", None, 3)]
+    usage = {
+        "customer-1": (2, 0),  # at its running limit
+        "customer-2": (1, 1),  # one more may go
+        "burst": (0, 3),  # three sent this second
+        "unlimited": (7, 7),  # no pattern matches
+    }
+    blocked, allowances = plan(limits, usage)
+    assert blocked == ("burst", "customer-1")
+    assert set(allowances) == {
+        Allowance("customer-%", 2, len("customer-*")),
+        Allowance("burst", 3, len("burst")),
+        Allowance("customer-2", 1, EXACT_KEY_PRECEDENCE),
+    }
+
+
+def test_both_limits_apply_and_the_tighter_one_wins():
+    limits = [Limit("k", 5, 2)]
+    assert plan(limits, {"k": (1, 1)}) == ((), (Allowance("k", 2, 1), Allowance("k", 1, 10**6)))
+    assert plan(limits, {"k": (5, 0)})[0] == ("k",)
