@@ -13,8 +13,8 @@ Celery's rate limits). Over-limit work simply stays PENDING, in its place in lin
 How a claim applies a limit: keys already at a limit are left out of the claim's scan
 (`blocked_keys`), so they cannot crowd other work out of a batch; for keys with room left, the
 claim takes at most that many of each key (`allowances`, matched in SQL with LIKE, the most
-specific entry first). `plan` is pure; `dispatch_rules` reads what it needs (three small
-queries per claimed batch, two when no limit is set).
+specific entry first). `plan` is pure; `dispatch_rules` reads what it needs (one small query
+per claimed batch, two when a limit is set).
 """
 
 from __future__ import annotations
@@ -171,20 +171,25 @@ def _key_usage() -> dict[str, tuple[int, int]]:
         return {key: (running, sent) for key, running, sent in cursor.fetchall()}
 
 
-def concurrency_limits() -> list[Limit]:
-    return [
-        Limit(pattern, max_running, max_per_second)
-        for pattern, max_running, max_per_second in ConcurrencyLimit.objects.values_list(
-            "pattern", "max_running", "max_per_second"
-        )
-    ]
-
-
 def dispatch_rules() -> DispatchRules:
-    """The rules for one claim, read inside the dispatch transaction."""
-    queues, job_types = [], []
-    for scope, name in Pause.objects.values_list("scope", "name"):
-        (queues if scope == PauseScope.QUEUE else job_types).append(name)
-    limits = concurrency_limits()
+    """The rules for one claim, read inside the dispatch transaction: one query for the pauses
+    and limits (both tables are small), and one for the keys' use when a limit is set."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT scope, name, NULL, NULL FROM {Pause._meta.db_table}
+            UNION ALL
+            SELECT NULL, pattern, max_running, max_per_second
+            FROM {ConcurrencyLimit._meta.db_table}
+            """
+        )
+        rows = cursor.fetchall()
+    queues = tuple(name for scope, name, _, _ in rows if scope == PauseScope.QUEUE)
+    job_types = tuple(name for scope, name, _, _ in rows if scope == PauseScope.JOB_TYPE)
+    limits = [
+        Limit(name, running, per_second)
+        for scope, name, running, per_second in rows
+        if scope is None
+    ]
     blocked, allowances = plan(limits, _key_usage()) if limits else ((), ())
-    return DispatchRules(tuple(queues), tuple(job_types), blocked, allowances)
+    return DispatchRules(queues, job_types, blocked, allowances)
