@@ -131,10 +131,12 @@ def lock_dispatch() -> None:
 def assign(count: int, credits: list[Credit]) -> list[tuple[str, int]]:
     """Pure: (worker id, partition) for each of `count` deliveries, in order, always taking
     the executor with the most free credits (ties by worker id), rotating over its partitions.
-    Spreading by free credits makes executors of different sizes fill in proportion."""
+    Spreading by free credits makes executors of different sizes fill in proportion. The
+    rotation starts at the executor's free credits, which fall by one per delivery in flight,
+    so successive single dispatches (the submit fast path) spread over its partitions too."""
     free = {credit.worker_id: credit.free for credit in credits}
     partitions = {credit.worker_id: list(credit.partitions) for credit in credits}
-    turn = dict.fromkeys(free, 0)
+    turn = {worker_id: max(credit, 0) for worker_id, credit in free.items()}
     chosen: list[tuple[str, int]] = []
     for _ in range(count if free else 0):
         worker_id = max(sorted(free), key=free.__getitem__)

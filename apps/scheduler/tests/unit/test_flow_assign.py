@@ -30,3 +30,12 @@ def test_the_most_free_executor_goes_first_so_an_idle_one_takes_new_work():
 
 def test_nothing_to_assign_without_executors():
     assert assign(3, []) == []
+
+
+def test_successive_single_dispatches_spread_over_the_executors_partitions():
+    partitions = [0, 1, 2, 3]
+    chosen = [
+        assign(1, [Credit("one", free, partitions)])[0][1]  # one more in flight each time
+        for free in range(16, 12, -1)
+    ]
+    assert sorted(chosen) == partitions
