@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from celery.worker import state as worker_state
 from django.conf import settings
@@ -26,6 +27,8 @@ from apps.scheduler import flow, lifecycle
 logger = logging.getLogger(__name__)
 
 RUN_JOB_TASK = "apps.executor.tasks.run_job"
+# How often the thread looks at its consumer's partitions between beats (a read in memory).
+ASSIGNMENT_WATCH_SECONDS = 0.1
 
 
 def _waiting_event_ids() -> list[str]:
@@ -69,7 +72,7 @@ class Presence(threading.Thread):
             # Liveness (the process and this loop run), not readiness: a database outage is no
             # reason to restart the executor.
             liveness.touch("executor")
-            if self.stopping.wait(settings.JOBWEAVER_WORKER_HEARTBEAT_SECONDS):
+            if self._wait_for_next_beat(beaten):
                 break
         try:
             flow.executor_deregister(worker_id=self.worker_id)
@@ -78,6 +81,19 @@ class Presence(threading.Thread):
             logger.warning("executor %s not deregistered: %s", self.worker_id, exc)
         finally:
             connection.close()
+
+    def _wait_for_next_beat(self, beaten: list[int] | None) -> bool:
+        """Sleep until the next heartbeat is due, or sooner when the consumer's partitions
+        changed (its first assignment after start, a rebalance): registering them at once lets
+        the first job after a start, or after a rebalance, go without waiting a whole beat.
+        True when the thread is stopping."""
+        deadline = time.monotonic() + settings.JOBWEAVER_WORKER_HEARTBEAT_SECONDS
+        while (left := deadline - time.monotonic()) > 0:
+            if self.stopping.wait(min(left, ASSIGNMENT_WATCH_SECONDS)):
+                return True
+            if self._partitions() != beaten:
+                return False
+        return self.stopping.is_set()
 
     def _partitions(self) -> list[int]:
         """The run-job partitions the worker's consumer owns now. Read through Celery's

@@ -1,0 +1,55 @@
+"""The executor's presence thread on the real PostgreSQL: its registration follows the
+consumer's partitions at once, not at the next heartbeat."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import override_settings
+
+from apps.executor.presence import Presence
+from apps.scheduler.models import ExecutorRegistration
+from tests.stack import wait_for
+
+# Not the run-job queue: the session's dispatcher must never count this executor's credits.
+QUEUE = "presence-test-queue"
+
+
+class Channel:
+    def __init__(self):
+        self.partitions: list[int] = []
+
+    def assigned_partitions(self, queue: str) -> list[int]:
+        assert queue == QUEUE
+        return list(self.partitions)
+
+
+class Consumer:
+    """The part of Celery's worker consumer the presence thread reads."""
+
+    def __init__(self, channel: Channel):
+        self.task_consumer = type("TaskConsumer", (), {"channel": channel})()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_new_assignment_is_registered_without_waiting_for_the_next_heartbeat():
+    channel = Channel()
+    # A heartbeat far longer than the test: only the assignment watch can register in time.
+    with override_settings(JOBWEAVER_WORKER_HEARTBEAT_SECONDS=60):
+        presence = Presence(consumer=Consumer(channel), queue=QUEUE, slots=3)
+        presence.start()
+        try:
+            registered = lambda: ExecutorRegistration.objects.filter(  # noqa: E731
+                worker_id=presence.worker_id
+            ).first()
+            wait_for(lambda: registered() is not None, timeout=10, message="registration")
+            assert registered().partitions == []
+
+            channel.partitions = [0, 1]  # the consumer group assigned two partitions
+            wait_for(
+                lambda: registered().partitions == [0, 1],
+                timeout=5,
+                message="the new partitions registered",
+            )
+        finally:
+            presence.stop()
+    assert not ExecutorRegistration.objects.filter(worker_id=presence.worker_id).exists()
