@@ -62,11 +62,19 @@ def _pause_target(scope, name) -> tuple[str, str]:
     return scope, name
 
 
-@transaction.atomic
 def queue_pause(*, scope: str, name: str, reason: str = "", paused_by: str = "") -> Pause:
     """Pause a queue or a job type: from commit on, nothing of it starts. Deliveries sent but
     not started are taken back (transition "recall"); running work finishes; waiting work stays
     PENDING. Pausing what is paused changes nothing and returns the pause."""
+    pause, _ = queue_pause_ensure(scope=scope, name=name, reason=reason, paused_by=paused_by)
+    return pause
+
+
+@transaction.atomic
+def queue_pause_ensure(
+    *, scope: str, name: str, reason: str = "", paused_by: str = ""
+) -> tuple[Pause, bool]:
+    """`queue_pause`, also saying whether the pause is new (the API answers 201 or 200)."""
     scope, name = _pause_target(scope, name)
     if not isinstance(reason, str) or len(reason) > 200:
         raise InvalidRequest("reason must be a string of at most 200 characters")
@@ -79,7 +87,7 @@ def queue_pause(*, scope: str, name: str, reason: str = "", paused_by: str = "")
         pause.refresh_from_db(fields=["paused_at"])
         queues, job_types = ([name], []) if scope == PauseScope.QUEUE else ([], [name])
         lifecycle.executions_recall(queue_names=queues, job_types=job_types)
-    return pause
+    return pause, created
 
 
 @transaction.atomic

@@ -16,6 +16,7 @@ from rest_framework import serializers
 from apps.jobs import validation
 from apps.scheduler import limits
 from apps.scheduler.models import ExecutionStatus
+from apps.scheduler.services import MAX_LIMIT_VALUE
 
 STATUSES = ExecutionStatus.values
 
@@ -328,3 +329,76 @@ LIST_PARAMETERS = [
     OpenApiParameter("page", OpenApiTypes.INT, description="0-based page number"),
     OpenApiParameter("size", OpenApiTypes.INT, description="1 to JOBWEAVER_API_MAX_PAGE_SIZE"),
 ]
+
+
+# --- pauses and concurrency limits (apps/jobs/api/controls.py) ----------------------------------
+
+
+class PauseRequest(serializers.Serializer):
+    scope = serializers.ChoiceField(choices=["QUEUE", "JOB_TYPE"])
+    name = serializers.CharField(
+        max_length=limits.MAX_QUEUE_NAME_CHARS,
+        help_text='QUEUE: a queue name (letters, digits, ".", "_", "-"); JOB_TYPE: SIMULATION '
+        "or TASK",
+    )
+    reason = serializers.CharField(
+        max_length=200, required=False, allow_blank=True, allow_null=True
+    )
+
+
+class PauseDetail(serializers.Serializer):
+    scope = serializers.ChoiceField(choices=["QUEUE", "JOB_TYPE"])
+    name = serializers.CharField()
+    reason = serializers.CharField(allow_blank=True)
+    pausedBy = serializers.CharField(allow_blank=True, help_text="the username who paused it")
+    pausedAt = serializers.DateTimeField()
+
+
+class PauseList(serializers.Serializer):
+    pauses = PauseDetail(many=True)
+
+
+def _limit_value(help_text: str):
+    return serializers.IntegerField(
+        min_value=1,
+        max_value=MAX_LIMIT_VALUE,
+        required=False,
+        allow_null=True,
+        help_text=help_text,
+    )
+
+
+class LimitRequest(serializers.Serializer):
+    """At least one of the two; a field left out or null sets no bound of that kind."""
+
+    maxRunning = _limit_value("at most this many of one key's jobs dispatched or running")
+    maxPerSecond = _limit_value("at most this many of one key's jobs sent in any one second")
+
+
+class LimitDetail(serializers.Serializer):
+    pattern = serializers.CharField()
+    maxRunning = serializers.IntegerField(allow_null=True)
+    maxPerSecond = serializers.IntegerField(allow_null=True)
+    updatedAt = serializers.DateTimeField()
+
+
+class LimitList(serializers.Serializer):
+    limits = LimitDetail(many=True)
+
+
+PAUSE_SCOPE = OpenApiParameter(
+    "scope", OpenApiTypes.STR, OpenApiParameter.PATH, enum=["QUEUE", "JOB_TYPE"]
+)
+PAUSE_NAME = OpenApiParameter(
+    "name", OpenApiTypes.STR, OpenApiParameter.PATH, description="the queue or job type"
+)
+LIMIT_PATTERN = OpenApiParameter(
+    "pattern",
+    OpenApiTypes.STR,
+    OpenApiParameter.PATH,
+    description="the key pattern, URL-encoded where needed; `*` matches any run of characters",
+)
+PAUSE_NOT_FOUND = {
+    404: _error("API.JOB_NOT_FOUND (the API's one not-found code): that is not paused")
+}
+LIMIT_NOT_FOUND = {404: _error("API.JOB_NOT_FOUND (the API's one not-found code): no such limit")}

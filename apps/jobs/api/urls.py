@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.jobs.api import views
+from apps.jobs.api import controls, views
 
 urlpatterns = [
     path("jobs", views.JobListCreateView.as_view(), name="job-list"),
@@ -11,4 +11,9 @@ urlpatterns = [
     path("jobs/<str:job_id>/retry", views.JobRetryView.as_view(), name="job-retry"),
     path("jobs/<str:job_id>/cancel", views.JobCancelView.as_view(), name="job-cancel"),
     path("stats", views.StatsView.as_view(), name="stats"),
+    path("pauses", controls.PauseListCreateView.as_view(), name="pause-list"),
+    path("pauses/<str:scope>/<str:name>", controls.PauseDetailView.as_view(), name="pause-detail"),
+    path("limits", controls.LimitListView.as_view(), name="limit-list"),
+    # path: a pattern may hold "/" (sent as %2F, decoded before routing) as well as "*".
+    path("limits/<path:pattern>", controls.LimitDetailView.as_view(), name="limit-detail"),
 ]

@@ -48,7 +48,7 @@ LIST_PARAMETERS = {
 }
 
 
-def _read_json_body(request: Request, *, limit: int | None = None):
+def read_json_body(request: Request, *, limit: int | None = None):
     """Decode the body ourselves: size limit first, then strict JSON (apps/core/jsonutil.py)."""
     limit = limit or settings.JOBWEAVER_MAX_REQUEST_BYTES
     declared = request.META.get("CONTENT_LENGTH") or "0"
@@ -153,7 +153,7 @@ class JobListCreateView(JobView):
         },
     )
     def post(self, request: Request) -> Response:
-        spec = parse_job_request(_read_json_body(request))
+        spec = parse_job_request(read_json_body(request))
         result = job_submit(
             spec=spec,
             submitted_by=request.user,
@@ -223,7 +223,7 @@ class JobBatchView(JobView):
     def post(self, request: Request) -> Response:
         if "Idempotency-Key" in request.headers:
             raise InvalidRequest("Idempotency-Key is not supported on batches; use POST /api/jobs")
-        body = _read_json_body(request, limit=settings.JOBWEAVER_MAX_BATCH_REQUEST_BYTES)
+        body = read_json_body(request, limit=settings.JOBWEAVER_MAX_BATCH_REQUEST_BYTES)
         jobs = job_submit_batch(
             specs=parse_batch_request(body),
             submitted_by=request.user,

@@ -50,7 +50,14 @@ def token(db, settings, in_test_transaction):
     # (they have tests of their own) so the run reaches the operations behind them.
     settings.JOBWEAVER_SUBMIT_THROTTLE_RATE = 1_000_000
     settings.JOBWEAVER_MAX_ACTIVE_JOBS_PER_USER = 1_000_000
-    user = make_user("schemathesis", *SUBMITTER, "jobs.submit_high_priority", "jobs.view_all_jobs")
+    user = make_user(
+        "schemathesis",
+        *SUBMITTER,
+        "jobs.submit_high_priority",
+        "jobs.view_all_jobs",
+        "scheduler.change_pause",
+        "scheduler.change_concurrencylimit",
+    )
     return token_for(user)
 
 

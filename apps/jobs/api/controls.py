@@ -1,0 +1,175 @@
+"""/api/pauses and /api/limits: the dispatch controls over the API, with the jobs API's
+conventions (error body and codes, token or session authentication, model permissions,
+camelCase, strict JSON). What they mean for dispatch: apps/scheduler/limits.py.
+
+  GET    /api/pauses                    {"pauses": [...]}, by scope and name
+  POST   /api/pauses                    {"scope", "name", "reason"?} → 201 new, 200 already paused
+  DELETE /api/pauses/{scope}/{name}     resume → 204; 404 when not paused
+  GET    /api/limits                    {"limits": [...]}, by pattern
+  PUT    /api/limits/{pattern}          {"maxRunning"?, "maxPerSecond"?} → 201 new, 200 replaced
+  DELETE /api/limits/{pattern}          → 204; 404 when there is no such limit
+
+Reading needs an authenticated user; changing needs scheduler.change_pause or
+scheduler.change_concurrencylimit (staff status grants nothing).
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.core.errors import InvalidRequest, JobNotFound
+from apps.jobs.api import schema
+from apps.jobs.api.permissions import HasOperationPermission
+from apps.jobs.api.views import read_json_body
+from apps.scheduler.selectors import (
+    concurrency_limit_list,
+    limit_to_dict,
+    pause_list,
+    pause_to_dict,
+)
+from apps.scheduler.services import (
+    concurrency_limit_delete,
+    concurrency_limit_set,
+    queue_pause_ensure,
+    queue_resume,
+)
+
+CHANGE_PAUSE = ("scheduler.change_pause",)
+CHANGE_LIMIT = ("scheduler.change_concurrencylimit",)
+PAUSE_FIELDS = {"scope", "name", "reason"}
+LIMIT_FIELDS = {"maxRunning", "maxPerSecond"}
+
+
+def _fields(body, allowed: set[str], required: set[str] = frozenset()) -> dict:
+    """The request body as an object with no unknown and no missing field."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("request body must be an object")
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise InvalidRequest(f"request body has unknown field(s): {', '.join(unknown)}")
+    missing = sorted(required - set(body))
+    if missing:
+        raise InvalidRequest(f"request body is missing required field(s): {', '.join(missing)}")
+    return body
+
+
+def _no_query_parameters(request: Request) -> None:
+    if request.query_params:
+        unknown = ", ".join(sorted(request.query_params))
+        raise InvalidRequest(f"unknown query parameter(s): {unknown}")
+
+
+class ControlView(APIView):
+    permission_classes = [HasOperationPermission]
+    required_permissions: dict[str, tuple[str, ...]] = {}
+
+
+class PauseListCreateView(ControlView):
+    required_permissions = {"POST": CHANGE_PAUSE}
+
+    @extend_schema(
+        operation_id="pauses_list",
+        summary="Paused queues and job types",
+        responses={200: schema.PauseList, **schema.COMMON_ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        _no_query_parameters(request)
+        return Response({"pauses": [pause_to_dict(pause) for pause in pause_list()]})
+
+    @extend_schema(
+        operation_id="pauses_create",
+        summary="Pause a queue or a job type: nothing of it starts; deliveries not yet started "
+        "are taken back; running work finishes; waiting work stays PENDING",
+        request=schema.PauseRequest,
+        responses={
+            201: OpenApiResponse(schema.PauseDetail, description="paused now"),
+            200: OpenApiResponse(
+                schema.PauseDetail, description="already paused: the pause as it was"
+            ),
+            413: schema.SUBMIT_ERRORS[413],
+            **schema.COMMON_ERRORS,
+        },
+    )
+    def post(self, request: Request) -> Response:
+        body = _fields(read_json_body(request), PAUSE_FIELDS, {"scope", "name"})
+        pause, created = queue_pause_ensure(
+            scope=body["scope"],
+            name=body["name"],
+            reason="" if body.get("reason") is None else body["reason"],
+            paused_by=request.user.get_username(),
+        )
+        return Response(pause_to_dict(pause), status=201 if created else 200)
+
+
+class PauseDetailView(ControlView):
+    required_permissions = {"DELETE": CHANGE_PAUSE}
+
+    @extend_schema(
+        operation_id="pauses_delete",
+        summary="Resume a paused queue or job type: its waiting work is dispatched again",
+        parameters=[schema.PAUSE_SCOPE, schema.PAUSE_NAME],
+        responses={
+            204: OpenApiResponse(description="resumed"),
+            **schema.PAUSE_NOT_FOUND,
+            **schema.COMMON_ERRORS,
+        },
+    )
+    def delete(self, request: Request, scope: str, name: str) -> Response:
+        if not queue_resume(scope=scope, name=name):
+            raise JobNotFound(f"{scope} {name} is not paused")
+        return Response(status=204)
+
+
+class LimitListView(ControlView):
+    @extend_schema(
+        operation_id="limits_list",
+        summary="Concurrency and rate limits per concurrency key pattern",
+        responses={200: schema.LimitList, **schema.COMMON_ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        _no_query_parameters(request)
+        return Response({"limits": [limit_to_dict(limit) for limit in concurrency_limit_list()]})
+
+
+class LimitDetailView(ControlView):
+    required_permissions = {"PUT": CHANGE_LIMIT, "DELETE": CHANGE_LIMIT}
+
+    @extend_schema(
+        operation_id="limits_set",
+        summary="Create or replace the limit of a key pattern; the most specific (longest) "
+        "matching pattern applies to a key, across all executors",
+        parameters=[schema.LIMIT_PATTERN],
+        request=schema.LimitRequest,
+        responses={
+            201: OpenApiResponse(schema.LimitDetail, description="a new limit"),
+            200: OpenApiResponse(schema.LimitDetail, description="the limit, replaced"),
+            413: schema.SUBMIT_ERRORS[413],
+            **schema.COMMON_ERRORS,
+        },
+    )
+    def put(self, request: Request, pattern: str) -> Response:
+        body = _fields(read_json_body(request), LIMIT_FIELDS)
+        limit, created = concurrency_limit_set(
+            pattern=pattern,
+            max_running=body.get("maxRunning"),
+            max_per_second=body.get("maxPerSecond"),
+        )
+        return Response(limit_to_dict(limit), status=201 if created else 200)
+
+    @extend_schema(
+        operation_id="limits_delete",
+        summary="Remove the limit of a key pattern",
+        parameters=[schema.LIMIT_PATTERN],
+        responses={
+            204: OpenApiResponse(description="removed"),
+            **schema.LIMIT_NOT_FOUND,
+            **schema.COMMON_ERRORS,
+        },
+    )
+    def delete(self, request: Request, pattern: str) -> Response:
+        if not concurrency_limit_delete(pattern=pattern):
+            raise JobNotFound(f"no limit for pattern {pattern!r}")
+        return Response(status=204)
