@@ -1,15 +1,27 @@
-"""Read-only admin for job executions: the scheduler's state of every job.
+"""The scheduler's admin: job executions (read-only), pauses and concurrency limits.
 
-Operators act on jobs from the Job admin (Retry, Cancel); this list answers "what is due, what
-is running, whose lease is about to expire".
+Operators act on jobs from the Job admin (Retry, Cancel); the execution list answers "what is
+due, what is running, whose lease is about to expire".
 """
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
 
 from apps.core.admin_tools import ExactSearchMixin, ReadOnlyAdmin
-from apps.scheduler.models import JobExecution
+from apps.core.errors import InvalidRequest
+from apps.scheduler.models import ConcurrencyLimit, JobExecution, Pause
+from apps.scheduler.services import (
+    concurrency_limit_check,
+    concurrency_limit_delete,
+    concurrency_limit_set,
+    queue_pause,
+    queue_pause_check,
+    queue_resume,
+)
 
 
 @admin.register(JobExecution)
@@ -36,3 +48,138 @@ class JobExecutionAdmin(ExactSearchMixin, ReadOnlyAdmin):
     @admin.display(description="retries used")
     def retries(self, execution: JobExecution) -> str:
         return f"{execution.retry_count} / {execution.max_retries}"
+
+
+# --- pauses and concurrency limits --------------------------------------------------------------
+# Written only through the services, so the admin does what the API and the CLI do: a pause
+# added here takes back unstarted deliveries, a deleted one wakes the dispatcher. Who may: the
+# same permissions as the API's (scheduler.change_pause, scheduler.change_concurrencylimit).
+
+CHANGE_PAUSE = "scheduler.change_pause"
+CHANGE_LIMIT = "scheduler.change_concurrencylimit"
+
+
+def _form_error(error: InvalidRequest) -> forms.ValidationError:
+    return forms.ValidationError(error.message)
+
+
+class PauseForm(forms.ModelForm):
+    class Meta:
+        model = Pause
+        fields = ["scope", "name", "reason"]
+
+    def clean(self):
+        cleaned = super().clean()
+        if not self.errors:
+            try:
+                queue_pause_check(
+                    scope=cleaned.get("scope"),
+                    name=cleaned.get("name"),
+                    reason=cleaned.get("reason") or "",
+                )
+            except InvalidRequest as error:
+                raise _form_error(error) from None
+        return cleaned
+
+
+@admin.register(Pause)
+class PauseAdmin(admin.ModelAdmin):
+    """Add = pause (queue_pause), delete = resume (queue_resume); a pause is not edited."""
+
+    form = PauseForm
+    list_display = ["scope", "name", "reason", "paused_by", "paused_at"]
+    list_filter = ["scope"]
+    readonly_fields = ["paused_by", "paused_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm(CHANGE_PAUSE)
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return request.user.has_perm(CHANGE_PAUSE)
+
+    def save_model(self, request: HttpRequest, obj: Pause, form, change: bool) -> None:
+        pause = queue_pause(
+            scope=obj.scope,
+            name=obj.name,
+            reason=obj.reason,
+            paused_by=request.user.get_username(),
+        )
+        # The admin goes on with `obj` (its log entry, the redirect): make it the saved row.
+        obj.pk, obj.reason, obj.paused_by, obj.paused_at = (
+            pause.pk,
+            pause.reason,
+            pause.paused_by,
+            pause.paused_at,
+        )
+        obj._state.adding = False
+
+    def delete_model(self, request: HttpRequest, obj: Pause) -> None:
+        queue_resume(scope=obj.scope, name=obj.name)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+        for scope, name in queryset.values_list("scope", "name"):
+            queue_resume(scope=scope, name=name)
+
+
+class ConcurrencyLimitForm(forms.ModelForm):
+    class Meta:
+        model = ConcurrencyLimit
+        fields = ["pattern", "max_running", "max_per_second"]
+        help_texts = {
+            "pattern": "a concurrency key, or a pattern where * matches any run of characters; "
+            "the most specific (longest) matching pattern applies to a key",
+            "max_running": "at most this many of one key's jobs dispatched or running at once",
+            "max_per_second": "at most this many of one key's jobs sent in any one second",
+        }
+
+    def clean(self):
+        cleaned = super().clean()
+        if not self.errors:
+            try:
+                concurrency_limit_check(
+                    pattern=cleaned.get("pattern") or self.instance.pattern,
+                    max_running=cleaned.get("max_running"),
+                    max_per_second=cleaned.get("max_per_second"),
+                )
+            except InvalidRequest as error:
+                raise _form_error(error) from None
+        return cleaned
+
+
+@admin.register(ConcurrencyLimit)
+class ConcurrencyLimitAdmin(admin.ModelAdmin):
+    """Saved through concurrency_limit_set, deleted through concurrency_limit_delete. The
+    pattern is the limit's name: to change it, add the new one and delete the old."""
+
+    form = ConcurrencyLimitForm
+    list_display = ["pattern", "max_running", "max_per_second", "updated_at"]
+    search_fields = ["pattern"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None):
+        return ["pattern", "updated_at"] if obj is not None else ["updated_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm(CHANGE_LIMIT)
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return request.user.has_perm(CHANGE_LIMIT)
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return request.user.has_perm(CHANGE_LIMIT)
+
+    def save_model(self, request: HttpRequest, obj: ConcurrencyLimit, form, change: bool) -> None:
+        limit, _ = concurrency_limit_set(
+            pattern=obj.pattern, max_running=obj.max_running, max_per_second=obj.max_per_second
+        )
+        obj.pk, obj.updated_at = limit.pk, limit.updated_at
+        obj._state.adding = False
+
+    def delete_model(self, request: HttpRequest, obj: ConcurrencyLimit) -> None:
+        concurrency_limit_delete(pattern=obj.pattern)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+        for pattern in queryset.values_list("pattern", flat=True):
+            concurrency_limit_delete(pattern=pattern)

@@ -50,7 +50,11 @@ def execution_run_now(*, job_id: uuid.UUID) -> JobExecution:
 # --- pause and resume ---------------------------------------------------------------------------
 
 
-def _pause_target(scope, name) -> tuple[str, str]:
+def queue_pause_check(*, scope, name, reason="") -> tuple[str, str]:
+    """The checks of `queue_pause` without writing anything (for a form to show its errors
+    before saving): the (scope, name), or InvalidRequest."""
+    if not isinstance(reason, str) or len(reason) > 200:
+        raise InvalidRequest("reason must be a string of at most 200 characters")
     if scope not in PauseScope.values:
         raise InvalidRequest(f"scope must be one of {', '.join(PauseScope.values)}, got {scope!r}")
     if scope == PauseScope.QUEUE:
@@ -75,9 +79,7 @@ def queue_pause_ensure(
     *, scope: str, name: str, reason: str = "", paused_by: str = ""
 ) -> tuple[Pause, bool]:
     """`queue_pause`, also saying whether the pause is new (the API answers 201 or 200)."""
-    scope, name = _pause_target(scope, name)
-    if not isinstance(reason, str) or len(reason) > 200:
-        raise InvalidRequest("reason must be a string of at most 200 characters")
+    scope, name = queue_pause_check(scope=scope, name=name, reason=reason)
     pause, created = Pause.objects.get_or_create(
         scope=scope,
         name=name,
@@ -94,7 +96,7 @@ def queue_pause_ensure(
 def queue_resume(*, scope: str, name: str) -> bool:
     """Resume a paused queue or job type: its waiting work is dispatched at once (credits
     allowing). False when it was not paused (nothing changes)."""
-    scope, name = _pause_target(scope, name)
+    scope, name = queue_pause_check(scope=scope, name=name)
     deleted, _ = Pause.objects.filter(scope=scope, name=name).delete()
     if deleted:
         notify_dispatch()
@@ -112,17 +114,28 @@ def _limit_value(value, field: str) -> int | None:
     return value
 
 
+def concurrency_limit_check(
+    *, pattern, max_running, max_per_second
+) -> tuple[str, int | None, int | None]:
+    """The checks of `concurrency_limit_set` without writing anything (for a form to show its
+    errors before saving): the (pattern, max_running, max_per_second), or InvalidRequest."""
+    pattern = checked_key(pattern, "pattern")
+    max_running = _limit_value(max_running, "maxRunning")
+    max_per_second = _limit_value(max_per_second, "maxPerSecond")
+    if max_running is None and max_per_second is None:
+        raise InvalidRequest("a limit needs maxRunning, maxPerSecond or both")
+    return pattern, max_running, max_per_second
+
+
 @transaction.atomic
 def concurrency_limit_set(
     *, pattern: str, max_running: int | None, max_per_second: int | None
 ) -> tuple[ConcurrencyLimit, bool]:
     """Create or replace the limit for keys matching `pattern` (`*` matches any run of
     characters); returns it and whether it is new. Applies from the next dispatch on."""
-    pattern = checked_key(pattern, "pattern")
-    max_running = _limit_value(max_running, "maxRunning")
-    max_per_second = _limit_value(max_per_second, "maxPerSecond")
-    if max_running is None and max_per_second is None:
-        raise InvalidRequest("a limit needs maxRunning, maxPerSecond or both")
+    pattern, max_running, max_per_second = concurrency_limit_check(
+        pattern=pattern, max_running=max_running, max_per_second=max_per_second
+    )
     limit, created = ConcurrencyLimit.objects.update_or_create(
         pattern=pattern, defaults={"max_running": max_running, "max_per_second": max_per_second}
     )

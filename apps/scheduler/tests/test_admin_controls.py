@@ -1,0 +1,179 @@
+"""The Pause and ConcurrencyLimit admins: pages render, adding pauses through queue_pause
+(unstarted deliveries are taken back), deleting resumes, limits save through
+concurrency_limit_set, and bad input is a form error that changes nothing."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from apps.accounts.tests.helpers import make_user
+from apps.scheduler.models import ConcurrencyLimit, ExecutionStatus, Pause
+from apps.scheduler.services import concurrency_limit_set, queue_pause
+from apps.scheduler.tests.factories import dispatched, execution_of, submitted_job
+
+pytestmark = pytest.mark.django_db
+
+PAUSES = reverse("admin:scheduler_pause_changelist")
+ADD_PAUSE = reverse("admin:scheduler_pause_add")
+LIMITS = reverse("admin:scheduler_concurrencylimit_changelist")
+ADD_LIMIT = reverse("admin:scheduler_concurrencylimit_add")
+
+
+def staff_client(client, *permissions: str):
+    client.force_login(make_user(None, *permissions, is_staff=True))
+    return client
+
+
+def test_the_lists_and_add_forms_render(admin_client):
+    queue_pause(scope="QUEUE", name="emails", reason="smtp down", paused_by="anna")
+    concurrency_limit_set(pattern="customer-*", max_running=2, max_per_second=None)
+
+    for url in (PAUSES, ADD_PAUSE, LIMITS, ADD_LIMIT):
+        response = admin_client.get(url)
+        assert response.status_code == 200, url
+    assert "smtp down" in admin_client.get(PAUSES).content.decode()
+    assert "customer-*" in admin_client.get(LIMITS).content.decode()
+    pause = Pause.objects.get()
+    assert (
+        admin_client.get(reverse("admin:scheduler_pause_change", args=[pause.pk])).status_code
+        == 200
+    )
+
+
+def test_adding_a_pause_pauses_through_the_service(admin_client):
+    job = submitted_job(queueName="imports")
+    dispatched(job.id)
+
+    response = admin_client.post(
+        ADD_PAUSE, {"scope": "QUEUE", "name": "imports", "reason": "vendor outage"}
+    )
+
+    assert response.status_code == 302, response.content.decode()[:2000]
+    pause = Pause.objects.get()
+    assert (pause.name, pause.reason, pause.paused_by) == ("imports", "vendor outage", "admin")
+    assert execution_of(job.id).status == ExecutionStatus.PENDING  # the delivery is taken back
+
+
+def test_deleting_a_pause_resumes(admin_client):
+    pause = queue_pause(scope="JOB_TYPE", name="SIMULATION")
+
+    response = admin_client.post(
+        reverse("admin:scheduler_pause_delete", args=[pause.pk]), {"post": "yes"}
+    )
+
+    assert response.status_code == 302
+    assert not Pause.objects.exists()
+
+
+def test_the_delete_action_resumes_each_selected_pause(admin_client):
+    pauses = [queue_pause(scope="QUEUE", name=name) for name in ("a", "b")]
+    admin_client.post(
+        PAUSES,
+        {
+            "action": "delete_selected",
+            "_selected_action": [p.pk for p in pauses],
+            "post": "yes",
+        },
+    )
+    assert not Pause.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"scope": "QUEUE", "name": "has space"}, "letters, digits"),
+        ({"scope": "JOB_TYPE", "name": "simulation"}, "must be a job type"),
+        ({"scope": "TOPIC", "name": "q"}, "valid choice"),
+        ({"scope": "QUEUE", "name": ""}, "required"),
+    ],
+)
+def test_a_bad_pause_is_a_form_error(admin_client, fields, message):
+    response = admin_client.post(ADD_PAUSE, {"reason": "", **fields})
+
+    assert response.status_code == 200
+    assert message in response.content.decode()
+    assert not Pause.objects.exists()
+
+
+def test_pausing_what_is_paused_is_a_form_error(admin_client):
+    queue_pause(scope="QUEUE", name="emails")
+    response = admin_client.post(ADD_PAUSE, {"scope": "QUEUE", "name": "emails", "reason": ""})
+    assert response.status_code == 200
+    assert "already exists" in response.content.decode()
+    assert Pause.objects.count() == 1
+
+
+def test_adding_and_changing_a_limit_goes_through_the_service(admin_client):
+    added = admin_client.post(
+        ADD_LIMIT, {"pattern": "tenant-*", "max_running": "3", "max_per_second": ""}
+    )
+    assert added.status_code == 302, added.content.decode()[:2000]
+    limit = ConcurrencyLimit.objects.get()
+    assert (limit.pattern, limit.max_running, limit.max_per_second) == ("tenant-*", 3, None)
+
+    changed = admin_client.post(
+        reverse("admin:scheduler_concurrencylimit_change", args=[limit.pk]),
+        {"pattern": "ignored", "max_running": "", "max_per_second": "7"},
+    )
+
+    assert changed.status_code == 302
+    limit = ConcurrencyLimit.objects.get()  # the pattern is the limit's name: kept
+    assert (limit.pattern, limit.max_running, limit.max_per_second) == ("tenant-*", None, 7)
+
+
+def test_deleting_a_limit_removes_it(admin_client):
+    limit, _ = concurrency_limit_set(pattern="k", max_running=1, max_per_second=None)
+    admin_client.post(
+        reverse("admin:scheduler_concurrencylimit_delete", args=[limit.pk]), {"post": "yes"}
+    )
+    assert not ConcurrencyLimit.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"pattern": "k", "max_running": "", "max_per_second": ""}, "needs maxRunning"),
+        ({"pattern": "k", "max_running": "0", "max_per_second": ""}, "from 1 to"),
+        ({"pattern": "k", "max_running": "", "max_per_second": "10000001"}, "from 1 to"),
+        ({"pattern": "k", "max_running": "-1", "max_per_second": ""}, "greater than or equal"),
+        ({"pattern": "tab\there", "max_running": "1", "max_per_second": ""}, "printable"),
+        ({"pattern": "x" * 256, "max_running": "1", "max_per_second": ""}, "at most 255"),
+    ],
+)
+def test_a_bad_limit_is_a_form_error(admin_client, fields, message):
+    response = admin_client.post(ADD_LIMIT, fields)
+
+    assert response.status_code == 200
+    assert message in response.content.decode()
+    assert not ConcurrencyLimit.objects.exists()
+
+
+def test_staff_without_the_permissions_may_look_but_not_act(client):
+    pause = queue_pause(scope="QUEUE", name="emails")
+    limit, _ = concurrency_limit_set(pattern="k", max_running=1, max_per_second=None)
+    viewer = staff_client(client, "scheduler.view_pause", "scheduler.view_concurrencylimit")
+
+    assert viewer.get(PAUSES).status_code == 200
+    assert viewer.get(LIMITS).status_code == 200
+    assert viewer.post(ADD_PAUSE, {"scope": "QUEUE", "name": "x"}).status_code == 403
+    assert viewer.post(ADD_LIMIT, {"pattern": "x", "max_running": "1"}).status_code == 403
+    delete_pause = reverse("admin:scheduler_pause_delete", args=[pause.pk])
+    assert viewer.post(delete_pause, {"post": "yes"}).status_code == 403
+    delete_limit = reverse("admin:scheduler_concurrencylimit_delete", args=[limit.pk])
+    assert viewer.post(delete_limit, {"post": "yes"}).status_code == 403
+    assert Pause.objects.count() == 1 and ConcurrencyLimit.objects.get().pattern == "k"
+
+
+def test_the_change_permissions_are_enough_to_act(client):
+    user = make_user(
+        None, "scheduler.change_pause", "scheduler.change_concurrencylimit", is_staff=True
+    )
+    client.force_login(user)
+
+    paused = client.post(ADD_PAUSE, {"scope": "QUEUE", "name": "x", "reason": ""})
+    limited = client.post(ADD_LIMIT, {"pattern": "k", "max_running": "1", "max_per_second": ""})
+
+    assert (paused.status_code, limited.status_code) == (302, 302)
+    assert Pause.objects.get().paused_by == user.username
+    assert ConcurrencyLimit.objects.get().max_running == 1
