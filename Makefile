@@ -30,7 +30,8 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 
 bench-latency: $(STAMP)
-	infra/with-stack.sh $(VENV)/bin/python bench/submit_latency.py
+	$(VENV)/bin/pip install --quiet -r bench/requirements.txt
+	infra/with-stack.sh $(VENV)/bin/python bench/submit_latency.py $(ARGS)
 
 # A due backlog draining (bench/backlog.py --help), e.g. make bench-backlog ARGS="--jobs 2000".
 # Its progress bar (rich) is a bench-only dependency: bench/requirements.txt, not the product's.

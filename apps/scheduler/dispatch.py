@@ -42,6 +42,8 @@ RUN_JOB_TASK = "apps.executor.tasks.run_job"
 TRACE_HEADER = "trace_id"
 # "No live executor" is logged at most this often by one process.
 NO_EXECUTOR_LOG_INTERVAL_SECONDS = 30.0
+# How long warm_up_publisher serves a new Kafka producer (see there).
+PRODUCER_ID_WAIT_SECONDS = 1.0
 
 
 class _Route(NamedTuple):
@@ -101,11 +103,20 @@ def celery_publisher(messages: list[Delivery]) -> None:
 
 def warm_up_publisher() -> None:
     """Connect this process's run-job producer and the event producer ahead of the first
-    publish (a Kafka connection takes a few hundred milliseconds); best effort."""
+    publish (a Kafka connection takes a few hundred milliseconds); best effort. Run it in a
+    thread of its own: it takes about PRODUCER_ID_WAIT_SECONDS."""
     try:
         with current_app.producer_or_acquire() as producer:
             # Declaring the queue creates the channel's Kafka clients and learns the topic.
             producer.channel.queue_declare(queue=topic_name(RUN_JOB))
+            kafka_producer = producer.channel.producer
+        # librdkafka's idempotent producer asks for its producer id on a timer, about 500 ms
+        # after it starts; a produce before that waits for it (measured: the first publish
+        # took ~520 ms, the next ones 1 ms). Serve the client past that point, after giving
+        # the pooled producer back so a dispatch meanwhile uses this one, not a cold one.
+        deadline = time.monotonic() + PRODUCER_ID_WAIT_SECONDS
+        while time.monotonic() < deadline:
+            kafka_producer.poll(0.05)
         event_producer().list_topics(timeout=5)
     except Exception:  # a cold start is only slower; the first publish reports real errors
         logger.info("publisher warm-up failed", exc_info=True)

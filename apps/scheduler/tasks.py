@@ -1,12 +1,13 @@
 """Beat-driven tasks of the scheduler worker. Thin: they call services."""
 
 import os
+import threading
 
 from celery import shared_task
 from celery.signals import worker_ready
 
 from apps.scheduler import wakeup
-from apps.scheduler.dispatch import dispatch_due_jobs
+from apps.scheduler.dispatch import dispatch_due_jobs, warm_up_publisher
 from apps.scheduler.rescue import rescue_expired_leases
 from apps.scheduler.retention import retention_prune
 
@@ -31,6 +32,8 @@ def prune_finished_work_task() -> dict[str, int]:
 
 @worker_ready.connect
 def listen_for_free_credits(sender, **kwargs) -> None:
-    """The scheduler worker dispatches as soon as a credit frees up (apps/scheduler/wakeup.py)."""
+    """The scheduler worker dispatches as soon as a credit frees up (apps/scheduler/wakeup.py),
+    with its Kafka producer warmed meanwhile."""
     if os.environ.get("JOBWEAVER_WORKER_ROLE") == "scheduler":
+        threading.Thread(target=warm_up_publisher, name="warm-up", daemon=True).start()
         wakeup.start()
