@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.admin.models import DELETION, LogEntry
+from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
@@ -15,6 +17,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
+from apps.core.errors import InvalidRequest
 from apps.core.timeutil import iso
 from apps.dashboard.adminlog import log_bulk_action, report_to_operator
 from apps.dashboard.charts import throughput_svg
@@ -31,9 +34,18 @@ from apps.dashboard.selectors import (
     status_counts,
 )
 from apps.dashboard.services import BULK_ACTIONS, jobs_bulk_apply
+from apps.scheduler.models import Pause
+from apps.scheduler.selectors import (
+    concurrency_limit_list,
+    limit_to_dict,
+    pause_list,
+    pause_to_dict,
+)
+from apps.scheduler.services import queue_resume
 
 VIEW_JOB = "jobs.view_job"
 OPERATE = "jobs.change_job"  # retrying and cancelling are what "change job" means (JobAdmin)
+CHANGE_PAUSE = "scheduler.change_pause"  # pause and resume, as in the API and the admin
 REFRESH_SECONDS = 3
 DESK_ACTIONS = ("retry", "discard")
 
@@ -106,6 +118,8 @@ def dashboard_context() -> dict:
         "database": database,
         "failures": recent_failures(),
         "dead_letters_url": reverse("jobweaver-dead-letters"),
+        "pauses": pause_list(),
+        "limits": concurrency_limit_list(),
         "refresh_seconds": REFRESH_SECONDS,
     }
 
@@ -135,6 +149,8 @@ def _figures(context: dict) -> dict:
             ],
         },
         "database": {"ok": context["database"]["ok"]},
+        "pauses": [pause_to_dict(pause) for pause in context["pauses"]],
+        "limits": [limit_to_dict(limit) for limit in context["limits"]],
     }
 
 
@@ -154,6 +170,31 @@ def dashboard_live(request: HttpRequest) -> JsonResponse:
     context = dashboard_context()
     html = render_to_string("dashboard/_panels.html", context, request=request)
     return JsonResponse({"html": html, "figures": _figures(context)})
+
+
+@require_http_methods(["POST"])
+def pause_resume(request: HttpRequest) -> HttpResponse:
+    """The dashboard's Resume button: queue_resume, as the API's DELETE /api/pauses/… does."""
+    _require(request, CHANGE_PAUSE)
+    scope, name = request.POST.get("scope", ""), request.POST.get("name", "")
+    try:
+        resumed = queue_resume(scope=scope, name=name)
+    except InvalidRequest as error:
+        messages.error(request, error.message)
+        return HttpResponseRedirect(reverse("jobweaver-dashboard"))
+    what = f"{'queue' if scope == 'QUEUE' else 'job type'} {name}"
+    if resumed:
+        LogEntry.objects.create(
+            user_id=request.user.pk,
+            content_type=ContentType.objects.get_for_model(Pause),
+            object_repr=f"{scope} {name}",
+            action_flag=DELETION,
+            change_message="Resumed from the dashboard",
+        )
+        messages.success(request, f"Resumed {what}.")
+    else:
+        messages.info(request, f"The {what} was not paused: nothing was done.")
+    return HttpResponseRedirect(reverse("jobweaver-dashboard"))
 
 
 @require_http_methods(["GET", "POST"])
