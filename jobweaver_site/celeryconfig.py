@@ -44,6 +44,7 @@ task_routes = {
     "apps.executor.tasks.*": {"queue": RUN_JOB_QUEUE, "routing_key": RUN_JOB_QUEUE},
     "apps.scheduler.tasks.*": {"queue": SCHEDULER_QUEUE, "routing_key": SCHEDULER_QUEUE},
     "apps.outbox.tasks.*": {"queue": SCHEDULER_QUEUE, "routing_key": SCHEDULER_QUEUE},
+    "apps.schedules.tasks.*": {"queue": SCHEDULER_QUEUE, "routing_key": SCHEDULER_QUEUE},
 }
 # Celery's Django fixup closes every database connection before and after each task unless
 # this is set: a new PostgreSQL session per job (measured: 1.4 per job, 29% of the executor's

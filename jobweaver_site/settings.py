@@ -42,6 +42,8 @@ INSTALLED_APPS = [
     "apps.scheduler",
     "apps.executor",
     "apps.outbox",
+    # Recurring jobs: cron or interval schedules that submit a job template at each slot.
+    "apps.schedules",
     # Django's Tasks API (ARCHITECTURE §13): the backend and the registry of runnable tasks,
     # and the example tasks of the quick start. On Django 5.2 the backport's own app adds its
     # system checks and log lines; Django 6 has them built in.
@@ -212,6 +214,12 @@ JOBWEAVER_RETAIN_PUBLISHED_OUTBOX_DAYS = env.float(
 )
 JOBWEAVER_PRUNE_INTERVAL_SECONDS = env.float("JOBWEAVER_PRUNE_INTERVAL_SECONDS", default=300)
 JOBWEAVER_PRUNE_BATCH_SIZE = env.int("JOBWEAVER_PRUNE_BATCH_SIZE", default=1000)
+# Recurring jobs (apps/schedules): beat fires due schedules this often; a slot more than the
+# grace late is missed and follows its schedule's misfire policy (SKIP or CATCH_UP_ONCE).
+JOBWEAVER_SCHEDULES_INTERVAL_SECONDS = env.float("JOBWEAVER_SCHEDULES_INTERVAL_SECONDS", default=1)
+JOBWEAVER_SCHEDULES_MISFIRE_GRACE_SECONDS = env.float(
+    "JOBWEAVER_SCHEDULES_MISFIRE_GRACE_SECONDS", default=60
+)
 
 # --- Submission limits (ARCHITECTURE §7) ------------------------------------------------------
 JOBWEAVER_MAX_STEPS = env.int("JOBWEAVER_MAX_STEPS", default=100)

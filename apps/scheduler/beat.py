@@ -28,6 +28,10 @@ def schedule_entries() -> dict[str, tuple[str, float]]:
             "apps.scheduler.tasks.prune_finished_work",
             settings.JOBWEAVER_PRUNE_INTERVAL_SECONDS,
         ),
+        "jobweaver: fire schedules": (
+            "apps.schedules.tasks.fire_schedules",
+            settings.JOBWEAVER_SCHEDULES_INTERVAL_SECONDS,
+        ),
     }
 
 

@@ -1,0 +1,91 @@
+"""Recurring jobs: a schedule submits its job template at each of its slots (apps/schedules/
+slots.py) through the normal submission service."""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+from apps.schedules import slots
+
+
+class MisfirePolicy(models.TextChoices):
+    SKIP = slots.SKIP, "Skip missed slots"
+    CATCH_UP_ONCE = slots.CATCH_UP_ONCE, "Catch up once (the latest missed slot)"
+
+
+class Schedule(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    name = models.SlugField(max_length=100, unique=True)
+    # Exactly one of a cron expression (with its IANA time zone) or an interval: see Meta.
+    cron_expression = models.CharField(  # noqa: DJ001 (NULL: "not a cron schedule")
+        max_length=slots.MAX_CRON_CHARS, null=True, blank=True
+    )
+    time_zone = models.CharField(max_length=64, default="UTC")
+    interval_seconds = models.PositiveIntegerField(null=True, blank=True)
+    # The body a client would POST to /api/jobs, validated on every save and again at each
+    # firing (the limits may have changed since).
+    job_template = models.JSONField()
+    misfire_policy = models.CharField(
+        max_length=16, choices=MisfirePolicy.choices, default=MisfirePolicy.SKIP
+    )
+    enabled = models.BooleanField(default=True)
+    # The earliest slot not yet submitted (UTC); NULL while disabled.
+    next_run_at = models.DateTimeField(null=True, blank=True)
+    last_slot_at = models.DateTimeField(null=True, blank=True)
+    # A plain id, not a foreign key: retention prunes finished jobs, schedules stay.
+    last_job_id = models.UUIDField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    # Jobs are submitted as this user, with their permissions and quota; a user's schedules go
+    # with the user. NULL: created by an operator (CLI, admin without a user), trusted.
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        permissions = [
+            ("view_all_schedules", "Can see and change every user's schedules in the API"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["next_run_at"],
+                name="schedule_due",
+                condition=models.Q(enabled=True),
+            )
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=(
+                    models.Q(cron_expression__isnull=False, interval_seconds__isnull=True)
+                    | models.Q(cron_expression__isnull=True, interval_seconds__gte=1)
+                ),
+                name="schedule_cron_xor_interval",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(enabled=False) | models.Q(next_run_at__isnull=False),
+                name="schedule_enabled_has_next_run",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def rule(self) -> slots.Rule:
+        if self.interval_seconds is not None:
+            return slots.IntervalRule(self.interval_seconds)
+        return slots.CronRule(self.cron_expression, self.time_zone)
+
+    @property
+    def when(self) -> str:
+        """The rule in words, for lists: `cron 30 2 * * * (Europe/Berlin)` or `every 60 s`."""
+        if self.interval_seconds is not None:
+            return f"every {self.interval_seconds} s"
+        return f"cron {self.cron_expression} ({self.time_zone})"

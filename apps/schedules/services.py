@@ -1,0 +1,298 @@
+"""Writes on schedules: define them, and fire the due ones. Used alike by the API, the CLI, the
+admin and beat's `fire_schedules` task.
+
+Exactly one submission per slot, even with two beats (or a retried task) firing at once:
+
+- the fast path: a firing locks each due schedule (`FOR UPDATE SKIP LOCKED`) and advances its
+  `next_run_at` in the same transaction as the submissions, so a concurrent firing skips it, or
+  sees it no longer due once it commits;
+- the guarantee: every slot's job carries the idempotency key `schedule:<id>:<slot UTC>`, and
+  the jobs table holds one job per (submitter, key). A firing that got past the lock anyway
+  (say, a schedule's `next_run_at` put back by hand) replays the slot's job instead of
+  submitting a second one.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from apps.core.errors import Forbidden, IdempotencyConflict, InvalidRequest, QuotaExceeded
+from apps.jobs.services import HIGH_PRIORITY, job_submit
+from apps.jobs.validation import JobSpec
+from apps.schedules import slots
+from apps.schedules.models import Schedule
+from apps.schedules.selectors import schedule_get
+from apps.schedules.validation import (
+    clean_enabled,
+    clean_job_template,
+    clean_misfire_policy,
+    clean_name,
+    clean_rule,
+)
+
+logger = logging.getLogger(__name__)
+
+UPDATABLE = (
+    "cron_expression",
+    "time_zone",
+    "interval_seconds",
+    "job_template",
+    "misfire_policy",
+    "enabled",
+)
+
+
+def _now(now: datetime | None) -> datetime:
+    return timezone.now() if now is None else now
+
+
+def _first_slot(rule: slots.Rule, now: datetime) -> datetime:
+    try:
+        return slots.first_slot(rule, now=now)
+    except slots.InvalidRule as exc:  # a cron that never matches again
+        raise InvalidRequest(str(exc)) from None
+
+
+def _check_template_allowed(spec: JobSpec, owner) -> None:
+    """Refuse now what every firing would refuse: a priority the owner may not submit."""
+    threshold = settings.JOBWEAVER_PRIORITY_PERMISSION_ABOVE
+    if owner is not None and spec.priority > threshold and not owner.has_perm(HIGH_PRIORITY):
+        raise Forbidden(f"template.priority above {threshold} needs the {HIGH_PRIORITY} permission")
+
+
+@transaction.atomic
+def schedule_create(
+    *,
+    name: str,
+    job_template: Any,
+    cron_expression: str | None = None,
+    time_zone: str | None = None,
+    interval_seconds: int | None = None,
+    misfire_policy: str = slots.SKIP,
+    enabled: bool = True,
+    created_by=None,
+    now: datetime | None = None,
+) -> Schedule:
+    """Validate and store a schedule; its first slot is the rule's first after `now`. A bad
+    definition raises InvalidRequest (a priority its owner may not submit, Forbidden) and
+    stores nothing."""
+    name = clean_name(name)
+    rule_fields = clean_rule(
+        cron_expression=cron_expression, time_zone=time_zone, interval_seconds=interval_seconds
+    )
+    _check_template_allowed(clean_job_template(job_template), created_by)
+    misfire_policy = clean_misfire_policy(misfire_policy)
+    enabled = clean_enabled(enabled)
+    if Schedule.objects.filter(name=name).exists():
+        raise InvalidRequest(f"a schedule named {name!r} already exists")
+    schedule = Schedule(
+        name=name,
+        cron_expression=rule_fields.cron_expression,
+        time_zone=rule_fields.time_zone,
+        interval_seconds=rule_fields.interval_seconds,
+        job_template=job_template,
+        misfire_policy=misfire_policy,
+        enabled=enabled,
+        next_run_at=_first_slot(rule_fields.rule, _now(now)) if enabled else None,
+        created_by=created_by,
+    )
+    try:
+        with transaction.atomic():
+            schedule.save(force_insert=True)
+    except IntegrityError:  # created concurrently under the same name
+        raise InvalidRequest(f"a schedule named {name!r} already exists") from None
+    logger.info("schedule %s created (%s)", name, schedule.when)
+    return schedule
+
+
+@transaction.atomic
+def schedule_update(
+    *, name: str, changes: dict[str, Any], user=None, now: datetime | None = None
+) -> Schedule:
+    """Change some of a schedule's fields (UPDATABLE). A new rule, or enabling it, starts it
+    afresh at the rule's first slot after `now`: slots before are not caught up. Switching
+    between cron and interval: give the one, the other is cleared."""
+    unknown = sorted(set(changes) - set(UPDATABLE))
+    if unknown:
+        raise InvalidRequest(f"cannot change: {', '.join(unknown)}")
+    if "cron_expression" in changes and "interval_seconds" in changes:
+        raise InvalidRequest("give exactly one of cron (with timeZone) or intervalSeconds")
+    schedule = schedule_get(name=name, user=user, for_update=True)
+    rule_changed = {"cron_expression", "time_zone", "interval_seconds"} & set(changes)
+    if rule_changed:
+        if "interval_seconds" in changes:
+            cron, interval = None, changes["interval_seconds"]
+            zone = changes.get("time_zone")
+        else:
+            cron = changes.get("cron_expression", schedule.cron_expression)
+            interval = None if "cron_expression" in changes else schedule.interval_seconds
+            zone = changes.get("time_zone", schedule.time_zone if cron is not None else None)
+        rule_fields = clean_rule(cron_expression=cron, time_zone=zone, interval_seconds=interval)
+        schedule.cron_expression = rule_fields.cron_expression
+        schedule.time_zone = rule_fields.time_zone
+        schedule.interval_seconds = rule_fields.interval_seconds
+    if "job_template" in changes:
+        _check_template_allowed(clean_job_template(changes["job_template"]), schedule.created_by)
+        schedule.job_template = changes["job_template"]
+    if "misfire_policy" in changes:
+        schedule.misfire_policy = clean_misfire_policy(changes["misfire_policy"])
+    enabling = False
+    if "enabled" in changes:
+        enabled = clean_enabled(changes["enabled"])
+        enabling = enabled and not schedule.enabled
+        schedule.enabled = enabled
+    if not schedule.enabled:
+        schedule.next_run_at = None
+    elif rule_changed or enabling:
+        schedule.next_run_at = _first_slot(schedule.rule, _now(now))
+    schedule.save()
+    logger.info("schedule %s updated: %s", name, ", ".join(sorted(changes)) or "nothing")
+    return schedule
+
+
+def schedule_enable(*, name: str, user=None, now: datetime | None = None) -> Schedule:
+    """Resume a schedule at its first slot after `now` (slots while paused are not caught up);
+    a no-op on an enabled one."""
+    return schedule_update(name=name, changes={"enabled": True}, user=user, now=now)
+
+
+def schedule_disable(*, name: str, user=None) -> Schedule:
+    """Pause a schedule: no slot fires until it is enabled again."""
+    return schedule_update(name=name, changes={"enabled": False}, user=user)
+
+
+@transaction.atomic
+def schedule_delete(*, name: str, user=None) -> None:
+    """Delete a schedule. The jobs it submitted stay."""
+    schedule_get(name=name, user=user, for_update=True).delete()
+    logger.info("schedule %s deleted", name)
+
+
+# --- firing ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Firing:
+    """What one firing did for one schedule."""
+
+    schedule: str
+    submitted: list[tuple[datetime, uuid.UUID]] = field(default_factory=list)  # (slot, job id)
+    replayed: list[tuple[datetime, uuid.UUID]] = field(default_factory=list)  # already there
+    missed_from: datetime | None = None
+    missed_until: datetime | None = None
+    error: str = ""
+    next_run_at: datetime | None = None
+
+
+def schedules_fire(*, now: datetime | None = None) -> list[Firing]:
+    """Submit the jobs of every due slot of every enabled schedule, one transaction per
+    schedule (a failure stops at one schedule, never undoes the others). `now` is injectable
+    so tests can walk a clock across DST changes."""
+    now = _now(now)
+    firings: list[Firing] = []
+    fired: set[uuid.UUID] = set()
+    while True:
+        firing = _fire_next_due(now=now, fired=fired)
+        if firing is None:
+            return firings
+        firings.append(firing)
+
+
+@transaction.atomic(durable=True)
+def _fire_next_due(*, now: datetime, fired: set[uuid.UUID]) -> Firing | None:
+    """Lock one due schedule that no concurrent firing holds, and fire it.
+
+    The row stays locked until this transaction commits its jobs and its new `next_run_at`
+    together: a concurrent firing skips it (SKIP LOCKED), or, locking it after the commit,
+    finds it no longer due (PostgreSQL re-checks the condition on the new row version).
+    `fired` keeps a schedule that errors before advancing from being picked twice in one call.
+    """
+    schedule = (
+        Schedule.objects.select_for_update(skip_locked=True, of=("self",))
+        .select_related("created_by")
+        .filter(enabled=True, next_run_at__lte=now)
+        .exclude(id__in=fired)
+        .order_by("next_run_at", "id")
+        .first()
+    )
+    if schedule is None:
+        return None
+    fired.add(schedule.id)
+    return _fire(schedule, now)
+
+
+def _fire(schedule: Schedule, now: datetime) -> Firing:
+    """Submit a locked schedule's due slots and advance it. Must run under the row lock."""
+    grace = timedelta(seconds=settings.JOBWEAVER_SCHEDULES_MISFIRE_GRACE_SECONDS)
+    decision = slots.plan_firing(
+        schedule.rule,
+        next_run_at=schedule.next_run_at,
+        now=now,
+        policy=schedule.misfire_policy,
+        grace=grace,
+    )
+    firing = Firing(
+        schedule=schedule.name,
+        missed_from=decision.missed_from,
+        missed_until=decision.missed_until,
+        next_run_at=decision.next_run_at,
+    )
+    if decision.missed_from is not None:
+        logger.warning(
+            "schedule %s missed its slots from %s to %s (%s)",
+            schedule.name,
+            decision.missed_from,
+            decision.missed_until,
+            schedule.misfire_policy,
+        )
+    try:
+        _submit_slots(schedule, decision.submit, firing)
+    except QuotaExceeded as exc:
+        # Transient: retry this slot at the next tick; once it is older than the grace period
+        # it is a missed slot like any other.
+        firing.error = f"owner's quota: {exc.message}"
+        firing.next_run_at = decision.submit[len(firing.submitted) + len(firing.replayed)]
+    except (InvalidRequest, Forbidden) as exc:
+        # Permanent for these slots (a template the current limits refuse, a permission the
+        # owner lost): they are not submitted, the schedule goes on.
+        firing.error = exc.message
+    if firing.error:
+        logger.warning("schedule %s could not submit: %s", schedule.name, firing.error)
+    done = sorted(firing.submitted + firing.replayed)
+    if done:
+        schedule.last_slot_at, schedule.last_job_id = done[-1]
+    schedule.next_run_at = firing.next_run_at
+    schedule.last_error = firing.error
+    schedule.save(
+        update_fields=["next_run_at", "last_slot_at", "last_job_id", "last_error", "updated_at"]
+    )
+    return firing
+
+
+def _submit_slots(schedule: Schedule, due: tuple[datetime, ...], firing: Firing) -> None:
+    if not due:
+        return
+    owner = schedule.created_by
+    if owner is not None and not owner.is_active:
+        raise Forbidden(f"the schedule's owner {owner.get_username()!r} is inactive")
+    spec = clean_job_template(schedule.job_template)
+    for slot in due:
+        key = slots.slot_key(schedule.id, slot)
+        try:
+            result = job_submit(spec=spec, submitted_by=owner, idempotency_key=key)
+        except IdempotencyConflict as exc:
+            # The slot's job exists, submitted from an earlier version of the template.
+            firing.replayed.append((slot, uuid.UUID(exc.job_id)))
+            continue
+        outcome = firing.submitted if result.created else firing.replayed
+        outcome.append((slot, result.job.id))
+        if result.created:
+            logger.info("schedule %s submitted job %s for %s", schedule.name, result.job.id, slot)
