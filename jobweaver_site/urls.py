@@ -17,6 +17,7 @@ urlpatterns = [
         name="api-docs",
     ),
     path("api/", include("apps.jobs.api.urls")),
+    path("api/", include("apps.schedules.api.urls")),
     # Anything else under /api/ is the API's JSON 404, never Django's HTML page.
     re_path(r"^api/", fallbacks.api_not_found),
     path("healthz", health.healthz),
