@@ -87,8 +87,11 @@ start_postgres() {
     return 1
   fi
   log "starting PostgreSQL on 127.0.0.1:$PG_PORT"
+  # autovacuum_naptime: the queue tables churn (every transition is a new row version); with
+  # the default minute between autovacuum rounds, dead index entries piled up and each scan of
+  # a status index read hundreds of them (README, "PostgreSQL for a queue").
   as_pg "$bin/pg_ctl" -D "$PG_DATA" -l "$PG_DATA/server.log" -w -t 60 \
-    -o "-p $PG_PORT -k $PG_RUN -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off -c synchronous_commit=off -c full_page_writes=off" \
+    -o "-p $PG_PORT -k $PG_RUN -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c autovacuum_naptime=5s" \
     start >/dev/null
   as_pg "$bin/psql" -h 127.0.0.1 -p "$PG_PORT" -U jobweaver -d postgres -tAc \
     "SELECT 1 FROM pg_database WHERE datname='jobweaver'" | grep -q 1 ||
