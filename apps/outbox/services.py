@@ -105,6 +105,10 @@ def _relay_batch() -> tuple[int, int]:
     return len(confirmed), len(events)
 
 
+# A relay thread without work this long closes its database session.
+RELAY_IDLE_SECONDS = 5.0
+
+
 class _RelayThread(threading.Thread):
     """This process's relay: woken after each commit that wrote events; one relay run
     publishes everything pending, however many commits woke it."""
@@ -115,16 +119,21 @@ class _RelayThread(threading.Thread):
 
     def run(self) -> None:
         while True:
-            self.wake.wait()
+            if not self.wake.wait(timeout=RELAY_IDLE_SECONDS):
+                # Idle: hold no database session. While busy the session is kept: a new one
+                # per relay run cost PostgreSQL a backend start for every few jobs.
+                connection.close()
+                self.wake.wait()
             self.wake.clear()
             try:
                 outbox_relay_pending()
             except DATABASE_UNAVAILABLE as exc:
                 logger.warning("outbox relay after commit failed, left for the beat relay: %s", exc)
+                connection.close()
             except Exception:  # any broker error: the beat relay is the safety net
                 logger.warning("outbox relay after commit failed", exc_info=True)
             finally:
-                connection.close()  # hold no database session while idle
+                connection.close_if_unusable_or_obsolete()  # broken, or older than CONN_MAX_AGE
 
 
 _relay_lock = threading.Lock()
