@@ -14,9 +14,8 @@ from django.db import transaction
 
 from apps.core.db import DatabaseNow
 from apps.core.errors import InvalidRequest
-from apps.scheduler import lifecycle
+from apps.scheduler import flow, lifecycle
 from apps.scheduler.dispatch import dispatch_job_now
-from apps.scheduler.flow import notify_dispatch
 from apps.scheduler.limits import checked_key, checked_queue_name
 from apps.scheduler.models import ConcurrencyLimit, JobExecution, Pause, PauseScope
 
@@ -80,6 +79,9 @@ def queue_pause_ensure(
 ) -> tuple[Pause, bool]:
     """`queue_pause`, also saying whether the pause is new (the API answers 201 or 200)."""
     scope, name = queue_pause_check(scope=scope, name=name, reason=reason)
+    # Under the dispatch lock: a claim that read the rules before this pause commits first,
+    # and the recall below then sees (and takes back) what it sent; later claims see the pause.
+    flow.lock_dispatch()
     pause, created = Pause.objects.get_or_create(
         scope=scope,
         name=name,
@@ -99,7 +101,7 @@ def queue_resume(*, scope: str, name: str) -> bool:
     scope, name = queue_pause_check(scope=scope, name=name)
     deleted, _ = Pause.objects.filter(scope=scope, name=name).delete()
     if deleted:
-        notify_dispatch()
+        flow.notify_dispatch()
     return bool(deleted)
 
 
@@ -139,7 +141,7 @@ def concurrency_limit_set(
     limit, created = ConcurrencyLimit.objects.update_or_create(
         pattern=pattern, defaults={"max_running": max_running, "max_per_second": max_per_second}
     )
-    notify_dispatch()  # a raised limit lets waiting work go at once
+    flow.notify_dispatch()  # a raised limit lets waiting work go at once
     return limit, created
 
 
@@ -148,5 +150,5 @@ def concurrency_limit_delete(*, pattern: str) -> bool:
     """Remove the limit of `pattern`; False when there was none."""
     deleted, _ = ConcurrencyLimit.objects.filter(pattern=checked_key(pattern, "pattern")).delete()
     if deleted:
-        notify_dispatch()
+        flow.notify_dispatch()
     return bool(deleted)
