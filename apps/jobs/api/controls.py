@@ -23,7 +23,7 @@ from rest_framework.views import APIView
 from apps.core.errors import InvalidRequest, JobNotFound
 from apps.jobs.api import schema
 from apps.jobs.api.permissions import HasOperationPermission
-from apps.jobs.api.views import read_json_body
+from apps.jobs.api.reading import no_query_parameters, read_json_body
 from apps.scheduler.selectors import (
     concurrency_limit_list,
     limit_to_dict,
@@ -56,12 +56,6 @@ def _fields(body, allowed: set[str], required: set[str] = frozenset()) -> dict:
     return body
 
 
-def _no_query_parameters(request: Request) -> None:
-    if request.query_params:
-        unknown = ", ".join(sorted(request.query_params))
-        raise InvalidRequest(f"unknown query parameter(s): {unknown}")
-
-
 class ControlView(APIView):
     permission_classes = [HasOperationPermission]
     required_permissions: dict[str, tuple[str, ...]] = {}
@@ -76,7 +70,7 @@ class PauseListCreateView(ControlView):
         responses={200: schema.PauseList, **schema.COMMON_ERRORS},
     )
     def get(self, request: Request) -> Response:
-        _no_query_parameters(request)
+        no_query_parameters(request)
         return Response({"pauses": [pause_to_dict(pause) for pause in pause_list()]})
 
     @extend_schema(
@@ -130,7 +124,7 @@ class LimitListView(ControlView):
         responses={200: schema.LimitList, **schema.COMMON_ERRORS},
     )
     def get(self, request: Request) -> Response:
-        _no_query_parameters(request)
+        no_query_parameters(request)
         return Response({"limits": [limit_to_dict(limit) for limit in concurrency_limit_list()]})
 
 

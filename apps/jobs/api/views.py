@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 from datetime import UTC, datetime
 
 from django.conf import settings
@@ -14,11 +13,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.core.errors import InvalidRequest, PayloadTooLarge
-from apps.core.jsonutil import loads_strict
+from apps.core.errors import InvalidRequest
 from apps.executor.selectors import attempts_for_jobs
 from apps.jobs.api import schema
 from apps.jobs.api.permissions import HasOperationPermission
+from apps.jobs.api.reading import DIGITS, read_json_body
 from apps.jobs.api.throttling import SubmissionThrottle
 from apps.jobs.models import JobType
 from apps.jobs.representation import job_to_dict
@@ -33,7 +32,6 @@ from apps.jobs.services import (
 from apps.jobs.validation import parse_batch_request, parse_job_request
 
 # ASCII digits only: str.isdigit() accepts "²", which int() refuses.
-DIGITS = re.compile(r"^[0-9]{1,9}$")
 MAX_PAGE = 10_000_000
 LIST_PARAMETERS = {
     "status",
@@ -46,21 +44,6 @@ LIST_PARAMETERS = {
     "page",
     "size",
 }
-
-
-def read_json_body(request: Request, *, limit: int | None = None):
-    """Decode the body ourselves: size limit first, then strict JSON (apps/core/jsonutil.py)."""
-    limit = limit or settings.JOBWEAVER_MAX_REQUEST_BYTES
-    declared = request.META.get("CONTENT_LENGTH") or "0"
-    if DIGITS.match(declared) and int(declared) > limit:
-        raise PayloadTooLarge(f"Request body exceeds {limit} bytes")
-    content_type = request.content_type.split(";")[0].strip().lower()
-    if content_type != "application/json":
-        raise InvalidRequest("Content-Type must be application/json")
-    raw = request.body
-    if len(raw) > limit:
-        raise PayloadTooLarge(f"Request body exceeds {limit} bytes")
-    return loads_strict(raw, source="request body")
 
 
 def _int_param(request: Request, name: str, default: int | None, low: int, high: int):

@@ -12,16 +12,14 @@ codes, token or session authentication, model permissions, camelCase, strict JSO
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.core.errors import InvalidRequest, PayloadTooLarge
-from apps.core.jsonutil import loads_strict
 from apps.jobs.api.permissions import HasOperationPermission
+from apps.jobs.api.reading import no_query_parameters, read_json_body
 from apps.schedules.api import schema
 from apps.schedules.selectors import schedule_get, schedule_list, schedule_to_dict
 from apps.schedules.services import (
@@ -39,25 +37,6 @@ CHANGE = ("schedules.change_schedule",)
 DELETE = ("schedules.delete_schedule",)
 
 
-def _read_json_body(request: Request):
-    """Strict JSON of at most JOBWEAVER_MAX_REQUEST_BYTES, as the jobs API reads it (the
-    middleware has already refused a larger declared Content-Length)."""
-    content_type = request.content_type.split(";")[0].strip().lower()
-    if content_type != "application/json":
-        raise InvalidRequest("Content-Type must be application/json")
-    raw = request.body
-    limit = settings.JOBWEAVER_MAX_REQUEST_BYTES
-    if len(raw) > limit:
-        raise PayloadTooLarge(f"Request body exceeds {limit} bytes")
-    return loads_strict(raw, source="request body")
-
-
-def _no_query_parameters(request: Request) -> None:
-    if request.query_params:
-        unknown = ", ".join(sorted(request.query_params))
-        raise InvalidRequest(f"unknown query parameter(s): {unknown}")
-
-
 class ScheduleView(APIView):
     permission_classes = [HasOperationPermission]
     required_permissions: dict[str, tuple[str, ...]] = {}
@@ -72,7 +51,7 @@ class ScheduleListCreateView(ScheduleView):
         responses={200: schema.ScheduleList, **schema.COMMON_ERRORS},
     )
     def get(self, request: Request) -> Response:
-        _no_query_parameters(request)
+        no_query_parameters(request)
         schedules = schedule_list(user=request.user)
         return Response({"schedules": [schedule_to_dict(s) for s in schedules]})
 
@@ -88,7 +67,7 @@ class ScheduleListCreateView(ScheduleView):
         },
     )
     def post(self, request: Request) -> Response:
-        fields = parse_schedule_request(_read_json_body(request), partial=False)
+        fields = parse_schedule_request(read_json_body(request), partial=False)
         schedule = schedule_create(**fields, created_by=request.user)
         location = reverse("schedule-detail", kwargs={"name": schedule.name})
         return Response(schedule_to_dict(schedule), status=201, headers={"Location": location})
@@ -119,7 +98,7 @@ class ScheduleDetailView(ScheduleView):
         },
     )
     def patch(self, request: Request, name: str) -> Response:
-        changes = parse_schedule_request(_read_json_body(request), partial=True)
+        changes = parse_schedule_request(read_json_body(request), partial=True)
         schedule = schedule_update(name=name, changes=changes, user=request.user)
         return Response(schedule_to_dict(schedule))
 

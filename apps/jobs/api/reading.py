@@ -1,0 +1,36 @@
+"""How every API view reads a request: the body as strict JSON within a size limit, and no
+query parameters where an operation takes none. Shared by the jobs, controls and schedules
+views, so each route refuses the same bad input with the same error."""
+
+from __future__ import annotations
+
+import re
+
+from django.conf import settings
+from rest_framework.request import Request
+
+from apps.core.errors import InvalidRequest, PayloadTooLarge
+from apps.core.jsonutil import loads_strict
+
+DIGITS = re.compile(r"^[0-9]{1,9}$")
+
+
+def read_json_body(request: Request, *, limit: int | None = None):
+    """Decode the body ourselves: size limit first, then strict JSON (apps/core/jsonutil.py)."""
+    limit = limit or settings.JOBWEAVER_MAX_REQUEST_BYTES
+    declared = request.META.get("CONTENT_LENGTH") or "0"
+    if DIGITS.match(declared) and int(declared) > limit:
+        raise PayloadTooLarge(f"Request body exceeds {limit} bytes")
+    content_type = request.content_type.split(";")[0].strip().lower()
+    if content_type != "application/json":
+        raise InvalidRequest("Content-Type must be application/json")
+    raw = request.body
+    if len(raw) > limit:
+        raise PayloadTooLarge(f"Request body exceeds {limit} bytes")
+    return loads_strict(raw, source="request body")
+
+
+def no_query_parameters(request: Request) -> None:
+    if request.query_params:
+        unknown = ", ".join(sorted(request.query_params))
+        raise InvalidRequest(f"unknown query parameter(s): {unknown}")
