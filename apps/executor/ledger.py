@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from apps.core import metrics
-from apps.core.db import DatabaseNow, assert_in_transaction
+from apps.core.db import DatabaseNow, assert_in_transaction, insert_row, update_rows
 from apps.executor.models import AttemptOutcome, ExecutionAttempt
 
 
@@ -33,7 +33,7 @@ def attempt_open(
     total_steps: int,
 ) -> ExecutionAttempt:
     assert_in_transaction("attempt_open")
-    return ExecutionAttempt.objects.create(
+    opened = ExecutionAttempt(
         event_id=event_id,
         job_id=job_id,
         attempt=attempt,
@@ -42,6 +42,8 @@ def attempt_open(
         started_at=started_at,
         total_steps=total_steps,
     )
+    insert_row(opened)  # the hot path: no SQL compile (apps/core/db.py)
+    return opened
 
 
 def attempt_progress(
@@ -87,8 +89,8 @@ def attempt_close(
         fields["steps_completed"] = steps_completed
     if log_lines is not None:
         fields["log_lines"] = list(log_lines)
-    running = ExecutionAttempt.objects.filter(event_id=event_id, outcome=AttemptOutcome.RUNNING)
-    closed = running.update(**fields) == 1
+    running = {"event_id": event_id, "outcome": AttemptOutcome.RUNNING}
+    closed = update_rows(ExecutionAttempt, where=running, values=fields) == 1
     if closed:
         metrics.count_on_commit(metrics.ATTEMPTS.labels(str(outcome)).inc)
     return closed

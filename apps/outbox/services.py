@@ -19,7 +19,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from apps.core.db import DATABASE_UNAVAILABLE
+from apps.core.db import DATABASE_UNAVAILABLE, insert_row
 from apps.core.kafka import event_producer, topic_name
 from apps.outbox.models import OutboxEvent
 
@@ -31,7 +31,8 @@ PUBLISH_TIMEOUT_SECONDS = 10.0
 
 def outbox_enqueue(*, topic: str, key: str, payload: dict, trace_id: str = "") -> OutboxEvent:
     """Record an event in the current transaction; it is relayed once the transaction commits."""
-    event = OutboxEvent.objects.create(topic=topic, key=key, payload=payload, trace_id=trace_id)
+    event = OutboxEvent(topic=topic, key=key, payload=payload, trace_id=trace_id)
+    insert_row(event)  # on every transition's hot path: no SQL compile (apps/core/db.py)
     transaction.on_commit(relay_soon)
     return event
 

@@ -40,6 +40,7 @@ from apps.core.errors import InvalidStateTransition, JobNotFound
 from apps.core.kafka import JOB_COMPLETED, JOB_DEAD_LETTER, JOB_FAILED
 from apps.core.timeutil import iso
 from apps.outbox.services import outbox_enqueue
+from apps.scheduler import rows
 from apps.scheduler.flow import notify_dispatch
 from apps.scheduler.limits import NO_RULES, DispatchRules
 from apps.scheduler.models import ExecutionStatus, JobExecution
@@ -110,13 +111,7 @@ def _lock(job_id: uuid.UUID, *, event_id: uuid.UUID | None = None) -> JobExecuti
     """The job's execution under a row lock, annotated with the database's `db_now`; None if
     there is none or, when `event_id` is given, when that is not the current fencing token."""
     assert_in_transaction("locking an execution")
-    execution = (
-        JobExecution.objects.select_for_update(of=("self",))
-        .select_related("job")
-        .annotate(db_now=DatabaseNow())
-        .filter(job_id=job_id)
-        .first()
-    )
+    execution = rows.execution_lock(job_id)
     if execution is None:
         return None
     if event_id is not None and execution.current_event_id != event_id:
@@ -153,7 +148,7 @@ def _apply(
     for field, value in changes.items():
         setattr(execution, field, value)
     execution.version += 1
-    execution.save(update_fields=[*changes, "version", "updated_at"])
+    rows.execution_save(execution, [*changes, "version"])
     for topic, payload in events:
         outbox_enqueue(
             topic=topic, key=str(execution.job_id), trace_id=execution.job.trace_id, payload=payload
