@@ -332,5 +332,10 @@ LOGGING = {
     "loggers": {
         "kafka": {"level": "WARNING"},
         "django.db.backends": {"level": "INFO"},
+        # Celery's "Task … received" and "… succeeded in …" lines, two per job, say less than
+        # the executor's own (job, attempt, outcome, with the trace id) and cost the executor
+        # about 5% of its CPU under load. Failures still log at ERROR.
+        "celery.worker.strategy": {"level": "WARNING"},
+        "celery.app.trace": {"level": "WARNING"},
     },
 }
