@@ -332,10 +332,17 @@ LOGGING = {
     "loggers": {
         "kafka": {"level": "WARNING"},
         "django.db.backends": {"level": "INFO"},
-        # Celery's "Task … received" and "… succeeded in …" lines, two per job, say less than
-        # the executor's own (job, attempt, outcome, with the trace id) and cost the executor
-        # about 5% of its CPU under load. Failures still log at ERROR.
-        "celery.worker.strategy": {"level": "WARNING"},
-        "celery.app.trace": {"level": "WARNING"},
+        # In an executor, Celery's "Task … received" and "… succeeded in …" lines, two per job,
+        # say less than the executor's own (job, attempt, outcome, with the trace id) and cost
+        # it about 5% of its CPU under load; failures still log at ERROR. The scheduler keeps
+        # them: one pair per beat tick.
+        **(
+            {
+                "celery.worker.strategy": {"level": "WARNING"},
+                "celery.app.trace": {"level": "WARNING"},
+            }
+            if env.str("JOBWEAVER_WORKER_ROLE", default="") == "executor"
+            else {}
+        ),
     },
 }
