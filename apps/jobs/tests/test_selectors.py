@@ -23,7 +23,7 @@ DETAIL_FIELDS = {
     "jobId", "jobType", "status", "payload", "priority", "maxRetryCount", "retryCount",
     "nextRunAt", "lastError", "traceId", "createdAt", "updatedAt", "startedAt", "finishedAt",
     "progress", "attempts",
-    # Added with pauses and per-key limits (README "Pause and limits"; not yet in §8).
+    # Added with pauses and per-key limits (README "Not yet in ARCHITECTURE").
     "queueName", "concurrencyKey",
 }  # fmt: skip
 ATTEMPT_FIELDS = {
