@@ -25,7 +25,7 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 
-from common import configure, running_stack, submit_bulk, submit_steps
+from common import Bar, configure, running_stack, submit_bulk, submit_steps
 
 BACKLOG_PRIORITY = 0
 URGENT_PRIORITY = 9
@@ -77,58 +77,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         per_job = 0.002 if args.submit == "bulk" else 0.03
         args.lead = 10 + args.jobs * per_job
     return args
-
-
-class ProgressBar:
-    """A rich progress bar on stderr (bench/requirements.txt); plain lines without rich."""
-
-    def __init__(self, total: int):
-        self.total, self.last_print = total, 0.0
-        try:
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-        except ImportError:
-            self.progress = None
-            return
-        self.progress = Progress(
-            TextColumn("drain"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            TextColumn("{task.fields[info]}"),
-            console=Console(stderr=True),
-        )
-        self.task = self.progress.add_task("drain", total=total, info="")
-
-    def __enter__(self) -> ProgressBar:
-        if self.progress is not None:
-            self.progress.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.progress is not None:
-            self.progress.stop()
-
-    def update(self, done: int, info: str) -> None:
-        if self.progress is not None:
-            self.progress.update(self.task, completed=done, info=info)
-        elif time.monotonic() - self.last_print >= 5:
-            self.last_print = time.monotonic()
-            print(f"  {done}/{self.total} {info}", file=sys.stderr, flush=True)
-
-    def note(self, text: str) -> None:
-        if self.progress is not None:
-            self.progress.console.print(text)
-        else:
-            print(text, file=sys.stderr, flush=True)
 
 
 def status_counts() -> dict[str, int]:
@@ -298,7 +246,8 @@ def main(argv: list[str]) -> int:
         expected = n * args.step_ms / 1000 / sum(slots)
         deadline = time.monotonic() + 3 * expected + 120
         last_lease_sample = 0.0
-        with ProgressBar(n) as bar:
+        with Bar() as bar:
+            drain = bar.add("drain", n)
             while True:
                 counts = status_counts()
                 done = sum(v for k, v in counts.items() if k not in _LIVE_OR_WAITING)
@@ -307,6 +256,7 @@ def main(argv: list[str]) -> int:
                 peak["running"] = max(peak["running"], running)
                 peak["in_flight"] = max(peak["in_flight"], in_flight)
                 bar.update(
+                    drain,
                     done,
                     f"running {running} in flight {in_flight} pending {counts.get('PENDING', 0)}",
                 )

@@ -285,3 +285,60 @@ def server_pids() -> dict[str, list[int]]:
         elif "kafka.Kafka" in cmdline:
             found["kafka"].append(int(proc.name))
     return found
+
+
+class Bar:
+    """Rich progress bars on stderr, one per `add` (bench/requirements.txt); plain lines every
+    5 s without rich."""
+
+    def __init__(self):
+        try:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+        except ImportError:
+            self.progress = None
+            return
+        self.progress = Progress(
+            TextColumn("{task.description:<14}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[info]}"),
+            console=Console(stderr=True),
+        )
+
+    def __enter__(self) -> Bar:
+        if self.progress is not None:
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+    def add(self, name: str, total: int):
+        self.last_print = 0.0
+        if self.progress is None:
+            return name
+        return self.progress.add_task(name, total=total, info="")
+
+    def update(self, task, done: int, info: str = "") -> None:
+        if self.progress is not None:
+            self.progress.update(task, completed=done, info=info)
+        elif time.monotonic() - self.last_print >= 5:
+            self.last_print = time.monotonic()
+            print(f"  {task}: {done} {info}", file=sys.stderr, flush=True)
+
+    def note(self, text: str) -> None:
+        if self.progress is not None:
+            self.progress.console.print(text)
+        else:
+            print(text, file=sys.stderr, flush=True)

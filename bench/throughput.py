@@ -43,6 +43,7 @@ from pathlib import Path
 
 from common import (
     ROOT,
+    Bar,
     api_token,
     configure,
     cpu_seconds,
@@ -125,60 +126,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def load() -> str:
     return "/".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-class Bar:
-    """One rich progress bar per side on stderr (bench/requirements.txt); plain lines without."""
-
-    def __init__(self):
-        try:
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-            )
-        except ImportError:
-            self.progress = None
-            return
-        self.progress = Progress(
-            TextColumn("{task.description:<14}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.fields[info]}"),
-            console=Console(stderr=True),
-        )
-
-    def __enter__(self) -> Bar:
-        if self.progress is not None:
-            self.progress.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.progress is not None:
-            self.progress.stop()
-
-    def add(self, name: str, total: int):
-        self.last_print = 0.0
-        if self.progress is None:
-            return name
-        return self.progress.add_task(name, total=total, info="")
-
-    def update(self, task, done: int, info: str = "") -> None:
-        if self.progress is not None:
-            self.progress.update(task, completed=done, info=info)
-        elif time.monotonic() - self.last_print >= 5:
-            self.last_print = time.monotonic()
-            print(f"  {task}: {done} {info}", file=sys.stderr, flush=True)
-
-    def note(self, text: str) -> None:
-        if self.progress is not None:
-            self.progress.console.print(text)
-        else:
-            print(text, file=sys.stderr, flush=True)
 
 
 def recreate_database(name: str) -> str:
