@@ -1,6 +1,23 @@
-from django.urls import path
+from django.urls import path, register_converter
 
 from apps.jobs.api import controls, views
+
+
+class AnyText:
+    """Any non-empty text, line breaks and "/" included. Django's own `path` converter stops at a
+    line break, so a pattern holding one (sent as %0A) would match no route and get the
+    catch-all 404; with this one it reaches the view, whose check answers 400."""
+
+    regex = r"[\s\S]+"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(AnyText, "anytext")
 
 urlpatterns = [
     path("jobs", views.JobListCreateView.as_view(), name="job-list"),
@@ -14,6 +31,6 @@ urlpatterns = [
     path("pauses", controls.PauseListCreateView.as_view(), name="pause-list"),
     path("pauses/<str:scope>/<str:name>", controls.PauseDetailView.as_view(), name="pause-detail"),
     path("limits", controls.LimitListView.as_view(), name="limit-list"),
-    # path: a pattern may hold "/" (sent as %2F, decoded before routing) as well as "*".
-    path("limits/<path:pattern>", controls.LimitDetailView.as_view(), name="limit-detail"),
+    # A pattern may hold "/" (sent as %2F, decoded before routing) as well as "*".
+    path("limits/<anytext:pattern>", controls.LimitDetailView.as_view(), name="limit-detail"),
 ]

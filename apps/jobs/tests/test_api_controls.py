@@ -230,7 +230,9 @@ def test_a_bad_limit_request_is_400_and_changes_nothing(raw):
     ) == [("k", 1, None)]
 
 
-@pytest.mark.parametrize("pattern", ["x" * 256, "tab%09here", "nul%00"])
+@pytest.mark.parametrize(
+    "pattern", ["x" * 256, "tab%09here", "nul%00", "line%0Abreak", "%0A", "cr%0D%0A"]
+)
 def test_a_bad_pattern_is_400_and_changes_nothing(pattern):
     response = send(operator(), "PUT", f"/api/limits/{pattern}", {"maxRunning": 1})
     assert_error_body(response, 400, "API.INVALID_REQUEST")
