@@ -31,13 +31,10 @@ import kombu_kafka
 from apps.core import metrics
 from apps.core.kafka import RUN_JOB, event_producer, topic_name
 from apps.core.logcontext import log_context
-from apps.scheduler import flow, lifecycle, limits
+from apps.scheduler import flow, lifecycle, limits, run_job_message
 
 logger = logging.getLogger(__name__)
 
-# The executor's task, named rather than imported: the scheduler never imports the executor's
-# runtime (ARCHITECTURE §2).
-RUN_JOB_TASK = "apps.executor.tasks.run_job"
 # The Celery message header with the job's trace id (read by the executor's task).
 TRACE_HEADER = "trace_id"
 # "No live executor" is logged at most this often by one process.
@@ -79,6 +76,7 @@ def celery_publisher(messages: list[Delivery]) -> None:
     by job id when it has none), confirmed by the broker as one batch."""
     queue = topic_name(RUN_JOB)
     with current_app.producer_or_acquire() as producer:
+        channel = producer.channel
         for delivery in messages:
             job_id, event_id, partition = delivery
             headers = {kombu_kafka.KEY_HEADER: job_id}
@@ -90,15 +88,10 @@ def celery_publisher(messages: list[Delivery]) -> None:
             if delivery.trace_id is not None:
                 headers[TRACE_HEADER] = record_headers["traceId"] = delivery.trace_id
             headers[kombu_kafka.RECORD_HEADERS_HEADER] = record_headers
-            current_app.send_task(
-                RUN_JOB_TASK,
-                args=[job_id, event_id],
-                queue=queue,
-                routing_key=queue,
-                producer=producer,
-                headers=headers,
+            run_job_message.publish(
+                channel, queue, run_job_message.build(channel, job_id, event_id, headers)
             )
-        kombu_kafka.confirm_deliveries(producer.channel)
+        kombu_kafka.confirm_deliveries(channel)
 
 
 def warm_up_publisher() -> None:
