@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: run test test-unit lint format bench bench-soak bench-latency bench-backlog bench-transport clean-data
+.PHONY: run test test-unit fuzz lint format bench bench-soak bench-latency bench-backlog bench-transport clean-data
 
 run: $(STAMP)
 	infra/run.sh
@@ -19,6 +19,12 @@ UNIT_TEST_DIRS = $(wildcard tests/unit apps/*/tests/unit kombu_kafka/tests/unit)
 
 test-unit: $(STAMP)
 	$(VENV)/bin/pytest -q $(UNIT_TEST_DIRS)
+
+# The schemathesis runs over the API with fresh random examples, 400 per operation by default
+# (JOBWEAVER_FUZZ_EXAMPLES); `make test` draws the same 40 each time (conftest.py).
+fuzz: $(STAMP)
+	JOBWEAVER_HYPOTHESIS_PROFILE=fuzz infra/with-stack.sh $(VENV)/bin/pytest -q \
+		apps/jobs/tests/test_schemathesis.py apps/schedules/tests/test_api_schema.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -3,12 +3,23 @@ worker processes (`stack`) started once per session and reused by every integrat
 
 from __future__ import annotations
 
+import os
 import uuid
 
 import pytest
 from confluent_kafka.admin import AdminClient
+from hypothesis import settings as hypothesis_settings
 
 from tests.stack import WorkerProcess, child_environment, wait_for
+
+# Generated tests (the schemathesis runs over the API) draw the same examples in every `make
+# test`, so a red run is reproducible rather than a roll of the dice; `make fuzz` draws new
+# ones, more of them. No .hypothesis/ directory in the work tree either way.
+hypothesis_settings.register_profile("repeatable", derandomize=True, max_examples=40, database=None)
+hypothesis_settings.register_profile(
+    "fuzz", max_examples=int(os.environ.get("JOBWEAVER_FUZZ_EXAMPLES", "400")), database=None
+)
+hypothesis_settings.load_profile(os.environ.get("JOBWEAVER_HYPOTHESIS_PROFILE", "repeatable"))
 
 
 @pytest.fixture(scope="session")

@@ -28,7 +28,6 @@ CHECKS = [
     response_headers_conformance,
     response_schema_conformance,
 ]
-EXAMPLES_PER_OPERATION = 40
 
 schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", get_wsgi_application())
 
@@ -63,8 +62,6 @@ def token(db, settings, in_test_transaction):
 
 @schema.parametrize()
 @settings(
-    max_examples=EXAMPLES_PER_OPERATION,
-    database=None,  # no .hypothesis/ directory in the work tree
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

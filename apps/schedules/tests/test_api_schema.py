@@ -58,8 +58,6 @@ def token(db, in_test_transaction):  # noqa: F811
 
 @api_schema.parametrize()
 @settings(
-    max_examples=40,
-    database=None,  # no .hypothesis/ directory in the work tree
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
