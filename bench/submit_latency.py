@@ -5,10 +5,14 @@
 
 Starts gunicorn (as `make run` does), then the scheduler, beat and one executor, and as soon as
 they are ready submits N one-step jobs through `POST /api/jobs`, one at a time, each after the
-previous completed: the first one is the first job after the start. Prints submit→RUNNING
-(the time before the request, on this machine's clock, to the execution's started_at on the
-database's clock, same machine) and submit→COMPLETED. `--in-process` submits through the
-submission service in this process instead (its Kafka producer is cold for the first job).
+previous completed: the first one is the first job after the start. Ready means what flow
+control means by it: the executor registered its partitions (it does so once its consumer
+fetches them; until then no job is sent to it, so a job submitted earlier waits for the start,
+not for the path). The time from Celery's "ready" line to that registration is printed too.
+Prints submit→RUNNING (the time before the request, on this machine's clock, to the
+execution's started_at on the database's clock, same machine) and submit→COMPLETED.
+`--in-process` submits through the submission service in this process instead (its Kafka
+producer is cold for the first job).
 Quote medians: the machine is noisy.
 """
 
@@ -36,6 +40,9 @@ def main() -> None:
     token = api_token()
     to_running, to_completed, split = [], [], []
     with running_web(workers=1, threads=4) as (base, _), running_stack(executors=1, probe=False):
+        started = time.monotonic()
+        wait_for_registered_executor()
+        registration = time.monotonic() - started
         session = requests.Session()
         session.headers["Authorization"] = f"Token {token}"
         for _ in range(args.jobs):
@@ -61,6 +68,7 @@ def main() -> None:
     ms = lambda xs: ", ".join(f"{x * 1000:.0f}" for x in xs)  # noqa: E731
     path = "the service in-process" if args.in_process else "POST /api/jobs"
     print(f"jobs: {args.jobs}, through {path}")
+    print(f"executor registered {registration * 1000:.0f} ms after its Celery 'ready' line")
     p50, p95, p99 = (
         statistics.quantiles(to_running, n=100, method="inclusive")[i] for i in (49, 94, 98)
     )
@@ -77,6 +85,21 @@ def main() -> None:
     print(f"all submit→RUNNING (ms): {ms(to_running)}")
     print(f"  of which submit→dispatched_at (ms): {ms(x for x, _ in split)}")
     print(f"  and dispatched_at→started_at (ms):  {ms(y for _, y in split)}")
+
+
+def wait_for_registered_executor(timeout: float = 30) -> None:
+    from django.db import transaction
+
+    from apps.scheduler import flow
+
+    deadline = time.monotonic() + timeout
+    while True:
+        with transaction.atomic():
+            if any(credit.free > 0 for credit in flow.credits()):
+                return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no executor registered its partitions in {timeout} s")
+        time.sleep(0.01)
 
 
 if __name__ == "__main__":

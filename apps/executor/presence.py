@@ -29,6 +29,13 @@ logger = logging.getLogger(__name__)
 RUN_JOB_TASK = "apps.executor.tasks.run_job"
 # How often the thread looks at its consumer's partitions between beats (a read in memory).
 ASSIGNMENT_WATCH_SECONDS = 0.1
+# How long newly assigned partitions wait before they are registered. librdkafka keeps one fetch
+# request per broker in flight and starts the new partitions one by one, so its first fetch
+# after an assignment holds only some of them; a record on another one waits until that fetch
+# returns, fetch.wait.max.ms later (kombu_kafka/clients.py: 100 ms). Measured with a plain
+# consumer, a record produced right after the assignment took 160 ms to arrive, 111 ms at
+# +50 ms, 7 ms at +150 ms and 0 ms at +200 ms: dispatch starts sending once it is that late.
+NEW_PARTITION_SETTLE_SECONDS = 0.2
 
 
 def _waiting_event_ids() -> list[str]:
@@ -84,14 +91,17 @@ class Presence(threading.Thread):
 
     def _wait_for_next_beat(self, beaten: list[int] | None) -> bool:
         """Sleep until the next heartbeat is due, or sooner when the consumer's partitions
-        changed (its first assignment after start, a rebalance): registering them at once lets
+        changed (its first assignment after start, a rebalance): registering them then lets
         the first job after a start, or after a rebalance, go without waiting a whole beat.
         True when the thread is stopping."""
         deadline = time.monotonic() + settings.JOBWEAVER_WORKER_HEARTBEAT_SECONDS
         while (left := deadline - time.monotonic()) > 0:
             if self.stopping.wait(min(left, ASSIGNMENT_WATCH_SECONDS)):
                 return True
-            if self._partitions() != beaten:
+            partitions = self._partitions()
+            if partitions != beaten:
+                if set(partitions) - set(beaten or ()):  # lost ones only: no wait
+                    return self.stopping.wait(NEW_PARTITION_SETTLE_SECONDS)
                 return False
         return self.stopping.is_set()
 

@@ -3,10 +3,12 @@ consumer's partitions at once, not at the next heartbeat."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from django.test import override_settings
 
-from apps.executor.presence import Presence
+from apps.executor.presence import NEW_PARTITION_SETTLE_SECONDS, Presence
 from apps.scheduler.models import ExecutorRegistration
 from tests.stack import wait_for
 
@@ -53,3 +55,27 @@ def test_a_new_assignment_is_registered_without_waiting_for_the_next_heartbeat()
         finally:
             presence.stop()
     assert not ExecutorRegistration.objects.filter(worker_id=presence.worker_id).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_new_partitions_wait_until_the_consumer_fetches_them_and_lost_ones_go_at_once():
+    """A delivery sent to a partition the consumer does not fetch yet would wait out a whole
+    fetch (presence.py): new partitions are registered only after the settle time."""
+    channel = Channel()
+    with override_settings(JOBWEAVER_WORKER_HEARTBEAT_SECONDS=60):
+        presence = Presence(consumer=Consumer(channel), queue=QUEUE, slots=3)
+        presence.start()
+        try:
+            registered = lambda: ExecutorRegistration.objects.filter(  # noqa: E731
+                worker_id=presence.worker_id
+            ).first()
+            wait_for(lambda: registered() is not None, timeout=10, message="registration")
+
+            channel.partitions, assigned = [0, 1], time.monotonic()
+            wait_for(lambda: registered().partitions == [0, 1], timeout=5, message="new ones")
+            assert time.monotonic() - assigned >= NEW_PARTITION_SETTLE_SECONDS
+
+            channel.partitions = [1]  # a rebalance took partition 0 away
+            wait_for(lambda: registered().partitions == [1], timeout=5, message="the loss")
+        finally:
+            presence.stop()
