@@ -33,6 +33,7 @@ def django_db_setup(django_db_setup, django_db_blocker, request):
     test_name = connection.settings_dict["TEST"]["NAME"]
     if connection.settings_dict["NAME"] == test_name:
         yield
+        _end_other_sessions(django_db_blocker)  # before pytest-django drops the database
         return
     with django_db_blocker.unblock():
         created = setup_databases(
@@ -42,14 +43,21 @@ def django_db_setup(django_db_setup, django_db_blocker, request):
     try:
         yield
     finally:
+        _end_other_sessions(django_db_blocker)
         with django_db_blocker.unblock():
-            # Worker processes and server threads may still hold a connection for a moment.
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-                )
             teardown_databases(created, verbosity=request.config.option.verbose)
+
+
+def _end_other_sessions(django_db_blocker) -> None:
+    """Worker processes, server threads and this process's outbox relay thread (which keeps
+    its session for a few idle seconds) may still be connected: DROP DATABASE would fail."""
+    from django.db import connection
+
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
 
 
 @pytest.fixture

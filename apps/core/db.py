@@ -105,24 +105,31 @@ def insert_row(instance) -> None:
 def update_rows(model, *, where: dict, values: dict) -> int:
     """`model.objects.filter(**where).update(**values)` for plain equality filters; a value
     may be `DatabaseNow()`. Returns the number of rows updated."""
+    sql, params = update_statement(model, where=where, values=values)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
+def update_statement(
+    model, *, where: dict, values: dict, now_sql: str = "clock_timestamp()", from_sql: str = ""
+) -> tuple[str, list]:
+    """The SQL and parameters of `update_rows`; `DatabaseNow()` values become `now_sql`, and
+    `from_sql` (e.g. "FROM moved") joins other rows in, for use inside a larger statement."""
     meta, qn = model._meta, connection.ops.quote_name
     assignments, params = [], []
     for name, value in values.items():
         field = meta.get_field(name)
         if isinstance(value, DatabaseNow):
-            assignments.append(f"{qn(field.column)} = clock_timestamp()")
+            assignments.append(f"{qn(field.column)} = {now_sql}")
         else:
             assignments.append(f"{qn(field.column)} = %s")
             params.append(field.get_db_prep_save(value, connection))
+    table = qn(meta.db_table)
     conditions = []
     for name, value in where.items():
         field = meta.get_field(name)
-        conditions.append(f"{qn(field.column)} = %s")
+        conditions.append(f"{table}.{qn(field.column)} = %s")
         params.append(field.get_db_prep_value(value, connection, prepared=False))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {qn(meta.db_table)} SET {', '.join(assignments)} "
-            f"WHERE {' AND '.join(conditions)}",
-            params,
-        )
-        return cursor.rowcount
+    sql = f"UPDATE {table} SET {', '.join(assignments)} {from_sql} WHERE {' AND '.join(conditions)}"
+    return sql, params

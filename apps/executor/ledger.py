@@ -4,17 +4,26 @@ One row per delivery of a job to a worker, keyed by the delivery's event id (the
 of that delivery: a redelivered message finds its row and does not run again). The ledger knows
 nothing of statuses or retries: the lifecycle decides, the ledger records. Every function runs
 inside the caller's transaction, next to the lifecycle transition it records, except
-`attempt_progress`, which is informative and written on its own.
+`attempt_progress`, which is informative and written on its own. An attempt is opened, and
+closed when it succeeds, by the very statement that starts or completes its execution
+(lifecycle.execution_start, execution_complete): `attempt_open_step` and `attempt_close_step`
+are those statements' parts, SQL over `moved`, the execution's new row.
 """
 
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
 from typing import Any
 
+from django.db import connection
+
 from apps.core import metrics
-from apps.core.db import DatabaseNow, assert_in_transaction, insert_row, update_rows
+from apps.core.db import (
+    DatabaseNow,
+    assert_in_transaction,
+    update_rows,
+    update_statement,
+)
 from apps.executor.models import AttemptOutcome, ExecutionAttempt
 
 
@@ -22,28 +31,34 @@ def attempt_exists(*, event_id: uuid.UUID) -> bool:
     return ExecutionAttempt.objects.filter(event_id=event_id).exists()
 
 
-def attempt_open(
-    *,
-    event_id: uuid.UUID,
-    job_id: uuid.UUID,
-    attempt: int,
-    trace_id: str,
-    worker_id: str,
-    started_at: datetime,
-    total_steps: int,
-) -> ExecutionAttempt:
-    assert_in_transaction("attempt_open")
-    opened = ExecutionAttempt(
-        event_id=event_id,
-        job_id=job_id,
-        attempt=attempt,
-        trace_id=trace_id,
-        worker_id=worker_id,
-        started_at=started_at,
-        total_steps=total_steps,
+def attempt_open_step(*, event_id: uuid.UUID, worker_id: str) -> tuple[str, list]:
+    """Open the attempt of a delivery, as a step of the statement that starts its execution
+    (lifecycle.execution_start): numbered by the execution's new attempt count, started when it
+    started, with its job's trace id and step count; every other field its model default."""
+    meta, qn = ExecutionAttempt._meta, connection.ops.quote_name
+    from_moved = {
+        "job": "moved.job_id",
+        "attempt": "moved.attempt_count",
+        "trace_id": "j.trace_id",
+        "started_at": "moved.started_at",
+        "total_steps": "COALESCE(jsonb_array_length(j.instruction -> 'steps'), 0)",
+    }
+    given = {"event_id": event_id, "worker_id": worker_id}
+    columns, expressions, params = [], [], []
+    for field in meta.concrete_fields:
+        columns.append(qn(field.column))
+        if field.name in from_moved:
+            expressions.append(from_moved[field.name])
+        else:
+            value = given[field.name] if field.name in given else field.get_default()
+            expressions.append("%s")
+            params.append(field.get_db_prep_save(value, connection))
+    jobs = qn(meta.get_field("job").related_model._meta.db_table)
+    sql = (
+        f"INSERT INTO {qn(meta.db_table)} ({', '.join(columns)}) "
+        f"SELECT {', '.join(expressions)} FROM moved JOIN {jobs} j ON j.id = moved.job_id"
     )
-    insert_row(opened)  # the hot path: no SQL compile (apps/core/db.py)
-    return opened
+    return sql, params
 
 
 def attempt_progress(
@@ -62,6 +77,30 @@ def attempt_progress(
     )
 
 
+def _closing(
+    outcome: AttemptOutcome,
+    error: str,
+    steps_completed: int | None,
+    log_lines: list[str] | None,
+    total_steps: int | None,
+    result: Any,
+    exception_type: str,
+    traceback: str,
+) -> dict:
+    fields: dict = {"outcome": outcome, "error_message": error, "finished_at": DatabaseNow()}
+    if result is not None:
+        fields["result"] = result
+    if exception_type:
+        fields["exception_type"], fields["traceback"] = exception_type, traceback
+    if total_steps is not None:
+        fields["total_steps"] = total_steps
+    if steps_completed is not None:
+        fields["steps_completed"] = steps_completed
+    if log_lines is not None:
+        fields["log_lines"] = list(log_lines)
+    return fields
+
+
 def attempt_close(
     *,
     event_id: uuid.UUID,
@@ -78,19 +117,38 @@ def attempt_close(
     RUNNING. Progress fields are left as they are when not given (a rescuer does not know).
     A TASK attempt also records its return value (`result`, JSON) or its exception."""
     assert_in_transaction("attempt_close")
-    fields: dict = {"outcome": outcome, "error_message": error, "finished_at": DatabaseNow()}
-    if result is not None:
-        fields["result"] = result
-    if exception_type:
-        fields["exception_type"], fields["traceback"] = exception_type, traceback
-    if total_steps is not None:
-        fields["total_steps"] = total_steps
-    if steps_completed is not None:
-        fields["steps_completed"] = steps_completed
-    if log_lines is not None:
-        fields["log_lines"] = list(log_lines)
+    fields = _closing(
+        outcome, error, steps_completed, log_lines, total_steps, result, exception_type, traceback
+    )
     running = {"event_id": event_id, "outcome": AttemptOutcome.RUNNING}
     closed = update_rows(ExecutionAttempt, where=running, values=fields) == 1
     if closed:
         metrics.count_on_commit(metrics.ATTEMPTS.labels(str(outcome)).inc)
     return closed
+
+
+def attempt_close_step(
+    *,
+    event_id: uuid.UUID,
+    outcome: AttemptOutcome,
+    error: str = "",
+    steps_completed: int | None = None,
+    log_lines: list[str] | None = None,
+    total_steps: int | None = None,
+    result: Any = None,
+    exception_type: str = "",
+    traceback: str = "",
+) -> tuple[str, list]:
+    """`attempt_close` as a step of the statement that ends the execution, finished at the
+    same database time. The caller counts the metric once the statement went through."""
+    fields = _closing(
+        outcome, error, steps_completed, log_lines, total_steps, result, exception_type, traceback
+    )
+    running = {"event_id": event_id, "outcome": AttemptOutcome.RUNNING}
+    return update_statement(
+        ExecutionAttempt,
+        where=running,
+        values=fields,
+        now_sql="moved.db_now",
+        from_sql="FROM moved",
+    )

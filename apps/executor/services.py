@@ -15,6 +15,7 @@ from typing import Any
 
 from django.db import transaction
 
+from apps.core import metrics
 from apps.executor import ledger
 from apps.executor.models import AttemptOutcome
 from apps.jobs.models import JobType
@@ -49,16 +50,18 @@ class Ending(StrEnum):
     RELEASED = "RELEASED"  # the worker shut down; the job goes back, no retry used
 
 
-@transaction.atomic
 def attempt_start(
     *, job_id: uuid.UUID, event_id: uuid.UUID, worker_id: str
 ) -> ClaimedAttempt | None:
-    """Claim the execution for this delivery (DISPATCHED → RUNNING) and open its attempt;
-    `worker_id` is "<host>:<pid>:<thread>", its executor process the part before the last
-    colon. None for a stale or duplicate delivery: the fence alone decides — a delivery that
-    already started finds its execution RUNNING or finished, or its token cleared."""
+    """Claim the execution for this delivery (DISPATCHED → RUNNING) and open its attempt, in
+    one statement; `worker_id` is "<host>:<pid>:<thread>", its executor process the part before
+    the last colon. None for a stale or duplicate delivery: the fence alone decides — a delivery
+    that already started finds its execution RUNNING or finished, or its token cleared."""
     execution = lifecycle.execution_start(
-        job_id=job_id, event_id=event_id, worker_id=worker_id.rpartition(":")[0]
+        job_id=job_id,
+        event_id=event_id,
+        worker_id=worker_id.rpartition(":")[0],
+        record=ledger.attempt_open_step(event_id=event_id, worker_id=worker_id),
     )
     if execution is None:
         logger.info(
@@ -66,15 +69,6 @@ def attempt_start(
         )
         return None
     job = execution.job
-    ledger.attempt_open(
-        event_id=event_id,
-        job_id=job_id,
-        attempt=execution.attempt_count,
-        trace_id=job.trace_id,
-        worker_id=worker_id,
-        started_at=execution.started_at,
-        total_steps=len(job.steps),
-    )
     return ClaimedAttempt(
         job_id=job_id,
         event_id=event_id,
@@ -87,7 +81,6 @@ def attempt_start(
     )
 
 
-@transaction.atomic
 def attempt_finish(
     *,
     claimed: ClaimedAttempt,
@@ -101,15 +94,46 @@ def attempt_finish(
     exception_type: str = "",
     traceback: str = "",
 ) -> bool:
-    """Record how the attempt ended together with the lifecycle's decision, in one transaction.
+    """Record how the attempt ended together with the lifecycle's decision, atomically.
     Returns False when the fence refused it (the attempt was rescued or cancelled meanwhile, or
     a release met a cancel request): nothing changes — a task's late `result` included.
-    `result`, `exception_type` and `traceback` are a TASK attempt's return value or exception."""
+    `result`, `exception_type` and `traceback` are a TASK attempt's return value or exception.
+
+    A success, the ending of nearly every attempt, is one statement (lifecycle
+    .execution_complete); the other endings are a transaction, as their decisions (retry or
+    dead letter, a cancel request, a release) read the locked row first."""
     ending = Ending(outcome)
-    ids = {"job_id": claimed.job_id, "event_id": claimed.event_id}
+    closing = {
+        "error": error,
+        "steps_completed": steps_completed,
+        "log_lines": log_lines,
+        "total_steps": total_steps,
+        "result": result,
+        "exception_type": exception_type,
+        "traceback": traceback,
+    }
     if ending is Ending.SUCCESS:
-        accepted, recorded = lifecycle.execution_complete(**ids), AttemptOutcome.SUCCESS
-    elif ending is Ending.FAILURE:
+        record = ledger.attempt_close_step(
+            event_id=claimed.event_id, outcome=AttemptOutcome.SUCCESS, **closing
+        )
+        accepted = lifecycle.execution_complete(
+            job_id=claimed.job_id, event_id=claimed.event_id, record=record
+        )
+        if accepted:
+            metrics.count_on_commit(metrics.ATTEMPTS.labels(AttemptOutcome.SUCCESS).inc)
+        else:
+            _log_refused(claimed, ending)
+        return accepted
+    return _attempt_end_otherwise(claimed, ending, closing, retryable)
+
+
+@transaction.atomic
+def _attempt_end_otherwise(
+    claimed: ClaimedAttempt, ending: Ending, closing: dict, retryable: bool
+) -> bool:
+    ids = {"job_id": claimed.job_id, "event_id": claimed.event_id}
+    error = closing.pop("error")
+    if ending is Ending.FAILURE:
         decision = lifecycle.execution_fail(**ids, error=error, retryable=retryable)
         accepted, recorded = decision is not None, AttemptOutcome.FAILURE
     elif ending is Ending.CANCELLED:
@@ -127,24 +151,18 @@ def attempt_finish(
         if accepted:  # due again at once: send it to another worker right after commit
             transaction.on_commit(lambda: dispatch_job_now(claimed.job_id))
     if not accepted:
-        if ending in (Ending.SUCCESS, Ending.FAILURE):
-            logger.warning(
-                "late outcome %s of job %s attempt %d rejected by the fence (event %s)",
-                ending,
-                claimed.job_id,
-                claimed.attempt,
-                claimed.event_id,
-            )
+        if ending is Ending.FAILURE:
+            _log_refused(claimed, ending)
         return False
-    ledger.attempt_close(
-        event_id=claimed.event_id,
-        outcome=recorded,
-        error=error,
-        steps_completed=steps_completed,
-        log_lines=log_lines,
-        total_steps=total_steps,
-        result=result,
-        exception_type=exception_type,
-        traceback=traceback,
-    )
+    ledger.attempt_close(event_id=claimed.event_id, outcome=recorded, error=error, **closing)
     return True
+
+
+def _log_refused(claimed: ClaimedAttempt, ending: Ending) -> None:
+    logger.warning(
+        "late outcome %s of job %s attempt %d rejected by the fence (event %s)",
+        ending,
+        claimed.job_id,
+        claimed.attempt,
+        claimed.event_id,
+    )

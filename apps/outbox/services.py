@@ -34,8 +34,40 @@ def outbox_enqueue(*, topic: str, key: str, payload: dict, trace_id: str = "") -
     """Record an event in the current transaction; it is relayed once the transaction commits."""
     event = OutboxEvent(topic=topic, key=key, payload=payload, trace_id=trace_id)
     insert_row(event)  # on every transition's hot path: no SQL compile (apps/core/db.py)
-    transaction.on_commit(relay_soon)
+    relay_after_commit()
     return event
+
+
+def relay_after_commit() -> None:
+    """Wake the relay once the current transaction commits (at once outside one)."""
+    transaction.on_commit(relay_soon)
+
+
+def outbox_enqueue_step(
+    *, topic: str, key: str, payload: str, trace_id: str, from_sql: str, params: list
+) -> tuple[str, list]:
+    """`outbox_enqueue` as one step of a larger statement (lifecycle.execution_complete): an
+    event whose key, payload (jsonb) and trace id are SQL expressions over `from_sql`, the rows
+    of that statement it follows; `params` fill the payload's placeholders. The caller wakes
+    the relay (`relay_after_commit`) once the statement went through."""
+    event = OutboxEvent(topic=topic, key="", payload={})
+    expressions = {"key": key, "payload": payload, "trace_id": trace_id}
+    qn = connection.ops.quote_name
+    columns, values, arguments = [], [], []
+    for field in OutboxEvent._meta.concrete_fields:
+        columns.append(qn(field.column))
+        if field.name in expressions:
+            values.append(expressions[field.name])
+            if field.name == "payload":
+                arguments.extend(params)
+        else:
+            values.append("%s")
+            arguments.append(field.get_db_prep_save(field.pre_save(event, True), connection))
+    sql = (
+        f"INSERT INTO {qn(OutboxEvent._meta.db_table)} ({', '.join(columns)}) "
+        f"SELECT {', '.join(values)} {from_sql}"
+    )
+    return sql, arguments
 
 
 def outbox_enqueue_many(*, topic: str, events: list[tuple[str, dict, str]]) -> int:

@@ -13,6 +13,12 @@ rescuer: a batch). Rows are locked by job id with SELECT … FOR UPDATE, and the
 checked *after* the lock: a delivery can arrive while the dispatcher that sent it still holds the
 row, and locking by id waits for that commit and then reads the committed token.
 
+Three exceptions, the transitions every job makes on its worker: the heartbeat, the start and
+the completion are each one conditional UPDATE whose WHERE holds the fence and the from-states
+(`_worker_move`). An UPDATE waits for a row lock and then evaluates its WHERE again on the
+committed row, so it is the same check as lock-then-read, atomic by itself; what must commit with
+a start or a completion (the attempt's row, the outbox event) is written by the same statement.
+
 Why one module of about 550 lines: it is the whole state machine — the table, the helper, and one
 function per transition, per-row and set-based — and finding every way a status changes in one
 place is worth more than a shorter file.
@@ -39,9 +45,10 @@ from apps.core.db import DatabaseNow, assert_in_transaction, seconds
 from apps.core.errors import InvalidStateTransition, JobNotFound
 from apps.core.kafka import JOB_COMPLETED, JOB_DEAD_LETTER, JOB_FAILED
 from apps.core.timeutil import iso
-from apps.outbox.services import outbox_enqueue
+from apps.jobs.models import Job
+from apps.outbox.services import outbox_enqueue, outbox_enqueue_step, relay_after_commit
 from apps.scheduler import rows
-from apps.scheduler.flow import notify_dispatch
+from apps.scheduler.flow import DISPATCH_CHANNEL, notify_dispatch
 from apps.scheduler.limits import NO_RULES, DispatchRules
 from apps.scheduler.models import ExecutionStatus, JobExecution
 from apps.scheduler.retry import RetryDecision, policy_from_settings
@@ -156,6 +163,42 @@ def _apply(
     if frees_a_credit:
         notify_dispatch()
     metrics.count_on_commit(metrics.TRANSITIONS.labels(name).inc)
+    return execution
+
+
+# A statement's part over `moved`, the row a one-statement transition just wrote: (SQL, params).
+Step = tuple[str, list]
+
+
+def _worker_move(
+    name: str,
+    *,
+    job_id: uuid.UUID,
+    event_id: uuid.UUID,
+    assignments: str,
+    params: list,
+    steps: list[Step],
+) -> JobExecution | None:
+    """`_apply` for the worker's start and completion, the two transitions every job makes: one
+    statement instead of a transaction of five to seven (apps/scheduler/rows.py). The fence and
+    the from-states are its WHERE clause — atomic by itself, as the heartbeat's — and what must
+    commit with the transition (the attempt's row, the outbox event) are `steps` of the same
+    statement. A transition that frees a credit sends its NOTIFY from the statement too."""
+    transition = TRANSITIONS[name]
+    assert transition.fenced and Actor.WORKER in transition.actors, name
+    frees_a_credit = bool(transition.sources & IN_FLIGHT) and transition.target not in IN_FLIGHT
+    execution = rows.execution_move(
+        job_id=job_id,
+        event_id=event_id,
+        sources=transition.sources,
+        target=transition.target,
+        assignments=assignments,
+        params=params,
+        steps=steps,
+        notify=DISPATCH_CHANNEL if frees_a_credit else None,
+    )
+    if execution is not None:
+        metrics.count_on_commit(metrics.TRANSITIONS.labels(name).inc)
     return execution
 
 
@@ -322,27 +365,24 @@ def executions_claim(
 
 
 def execution_start(
-    *, job_id: uuid.UUID, event_id: uuid.UUID, worker_id: str
+    *, job_id: uuid.UUID, event_id: uuid.UUID, worker_id: str, record: Step
 ) -> JobExecution | None:
     """DISPATCHED → RUNNING for the holder of `event_id` on executor `worker_id`, starting the
-    attempt's lease; None when the token is stale (nothing changes)."""
-    execution = _lock(job_id, event_id=event_id)
-    if execution is None or not allows(execution, "start"):
-        return None
-    now = execution.db_now
-    waited = max((now - execution.dispatched_at).total_seconds(), 0.0)
-    metrics.count_on_commit(lambda: metrics.START_WAIT.observe(waited))
-    return _apply(
-        execution,
+    attempt's lease, together with `record` (the attempt's row: ledger.attempt_open_step) in
+    one statement; None when the token is stale (nothing changes)."""
+    execution = _worker_move(
         "start",
-        actor=Actor.WORKER,
-        changes={
-            "started_at": now,
-            "worker_id": worker_id,
-            "attempt_count": execution.attempt_count + 1,
-            "lease_expires_at": now + seconds(settings.JOBWEAVER_LEASE_SECONDS),
-        },
+        job_id=job_id,
+        event_id=event_id,
+        assignments="started_at = clock.now, worker_id = %s, "
+        "attempt_count = e.attempt_count + 1, lease_expires_at = clock.now + %s",
+        params=[worker_id, seconds(settings.JOBWEAVER_LEASE_SECONDS)],
+        steps=[record],
     )
+    if execution is not None:
+        waited = max((execution.started_at - execution.dispatched_at).total_seconds(), 0.0)
+        metrics.count_on_commit(lambda: metrics.START_WAIT.observe(waited))
+    return execution
 
 
 def execution_heartbeat(*, job_id: uuid.UUID, event_id: uuid.UUID) -> bool:
@@ -370,27 +410,32 @@ def execution_should_stop(*, job_id: uuid.UUID, event_id: uuid.UUID) -> bool:
     ).exists()
 
 
-def execution_complete(*, job_id: uuid.UUID, event_id: uuid.UUID) -> bool:
-    """RUNNING → COMPLETED for the holder of `event_id`, with a JobCompleted event; False when
-    the token is stale."""
-    execution = _lock(job_id, event_id=event_id)
-    if execution is None or not allows(execution, "complete"):
-        return False
-    now = execution.db_now
-    completed = {
-        "jobId": str(job_id),
-        "eventId": str(event_id),
-        "traceId": execution.job.trace_id,
-        "attempt": execution.attempt_count,
-        "completedAt": iso(now),
-    }
-    _apply(
-        execution,
-        "complete",
-        actor=Actor.WORKER,
-        changes={"finished_at": now, "lease_expires_at": None, "last_error": ""},
-        events=((JOB_COMPLETED, completed),),
+def execution_complete(*, job_id: uuid.UUID, event_id: uuid.UUID, record: Step) -> bool:
+    """RUNNING → COMPLETED for the holder of `event_id`, with a JobCompleted event and `record`
+    (the attempt's ending: ledger.attempt_close_step) in one statement; False when the token
+    is stale (nothing changes)."""
+    completed = outbox_enqueue_step(
+        topic=JOB_COMPLETED,
+        key="moved.job_id::text",
+        # The fields and formats of the Python-built events (`iso`: UTC, milliseconds, "Z").
+        payload="jsonb_build_object('jobId', moved.job_id::text, 'eventId', %s::text, "
+        "'traceId', j.trace_id, 'attempt', moved.attempt_count, 'completedAt', "
+        "to_char(moved.db_now AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'))",
+        trace_id="j.trace_id",
+        from_sql=f"FROM moved JOIN {Job._meta.db_table} j ON j.id = moved.job_id",
+        params=[str(event_id)],
     )
+    execution = _worker_move(
+        "complete",
+        job_id=job_id,
+        event_id=event_id,
+        assignments="finished_at = clock.now, lease_expires_at = NULL, last_error = ''",
+        params=[],
+        steps=[completed, record],
+    )
+    if execution is None:
+        return False
+    relay_after_commit()
     return True
 
 

@@ -1,4 +1,4 @@
-"""The lifecycle's two per-row statements on the executor's hot path, as fixed SQL.
+"""The lifecycle's per-row statements on the executor's hot path, as fixed SQL.
 
 Every attempt locks its execution twice (start, ending) and saves it twice. Through the ORM each
 of those builds and compiles its SQL anew: a profile of the executor under load put a quarter
@@ -35,19 +35,38 @@ def _converters(fields) -> list[tuple]:
     ]
 
 
+def _job_model():
+    return JobExecution._meta.get_field("job").related_model
+
+
+def _columns(execution_alias: str) -> str:
+    """The execution's columns, then its job's (joined as `j`), in model field order."""
+    qn = connection.ops.quote_name
+    executions, jobs = JobExecution._meta.concrete_fields, _job_model()._meta.concrete_fields
+    return ", ".join(
+        [f"{execution_alias}.{qn(f.column)}" for f in executions]
+        + [f"j.{qn(f.column)}" for f in jobs]
+    )
+
+
 @cache
 def _lock_statement() -> tuple[str, list, list]:
-    job_model = JobExecution._meta.get_field("job").related_model
-    executions, jobs = JobExecution._meta.concrete_fields, job_model._meta.concrete_fields
     qn = connection.ops.quote_name
-    columns = [f"e.{qn(f.column)}" for f in executions] + [f"j.{qn(f.column)}" for f in jobs]
     sql = (
-        f"SELECT {', '.join(columns)}, clock_timestamp() "
+        f"SELECT {_columns('e')}, clock_timestamp() "
         f"FROM {qn(JobExecution._meta.db_table)} e "
-        f"JOIN {qn(job_model._meta.db_table)} j ON j.{qn('id')} = e.{qn('job_id')} "
+        f"JOIN {qn(_job_model()._meta.db_table)} j ON j.{qn('id')} = e.{qn('job_id')} "
         f"WHERE e.{qn('job_id')} = %s FOR UPDATE OF e"
     )
-    return sql, _converters(executions), _converters(jobs)
+    return sql, *_row_converters()
+
+
+@cache
+def _row_converters() -> tuple[list, list]:
+    return (
+        _converters(JobExecution._meta.concrete_fields),
+        _converters(_job_model()._meta.concrete_fields),
+    )
 
 
 def _values(row, converters) -> list:
@@ -62,20 +81,68 @@ def _values(row, converters) -> list:
 def execution_lock(job_id: uuid.UUID) -> JobExecution | None:
     """The job's execution with its job, locked FOR UPDATE (the job is not locked), annotated
     with the database clock as `db_now`; None when there is none."""
-    sql, execution_converters, job_converters = _lock_statement()
+    sql, _, _ = _lock_statement()
     with connection.cursor() as cursor:
         cursor.execute(sql, [job_id])
+        return _instance(cursor.fetchone())
+
+
+def execution_move(
+    *,
+    job_id: uuid.UUID,
+    event_id: uuid.UUID,
+    sources: frozenset[str],
+    target: str,
+    assignments: str,
+    params: list,
+    steps: list[tuple[str, list]] = (),
+    notify: str | None = None,
+) -> JobExecution | None:
+    """Move the execution of `job_id` to `target` if `event_id` is its fencing token and its
+    status is one of `sources`, in one statement: a conditional UPDATE (`assignments` in SQL,
+    over the execution `e` and `clock.now`, the database clock read once), then `steps` — each
+    a data-modifying SQL statement over `moved`, the execution's new row with that time as
+    `db_now` — then NOTIFY `notify`. Returns the moved execution with its job and `db_now`, as
+    `execution_lock` does; None (nothing written) when the fence or the status refuses it."""
+    qn = connection.ops.quote_name
+    table, jobs = qn(JobExecution._meta.db_table), qn(_job_model()._meta.db_table)
+    ctes = [
+        "clock AS MATERIALIZED (SELECT clock_timestamp() AS now)",
+        f"moved AS (UPDATE {table} e SET status = %s, version = e.version + 1, "
+        f"updated_at = clock.now, {assignments} FROM clock "
+        "WHERE e.job_id = %s AND e.current_event_id = %s AND e.status = ANY(%s) "
+        "RETURNING e.*, clock.now AS db_now)",
+    ]
+    arguments = [target, *params, job_id, event_id, sorted(sources)]
+    for index, (step, step_params) in enumerate(steps):
+        ctes.append(f"step{index} AS ({step})")
+        arguments.extend(step_params)
+    notification = ""
+    if notify is not None:
+        notification, arguments = ", pg_notify(%s, '')", [*arguments, notify]
+    sql = (
+        f"WITH {', '.join(ctes)} SELECT {_columns('moved')}, moved.db_now{notification} "
+        f"FROM moved JOIN {jobs} j ON j.id = moved.job_id"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, arguments)
         row = cursor.fetchone()
+    if row is not None and notify is not None:
+        row = row[:-1]
+    return _instance(row)
+
+
+def _instance(row) -> JobExecution | None:
     if row is None:
         return None
+    execution_converters, job_converters = _row_converters()
     split = len(execution_converters)
     execution = JobExecution.from_db(
         connection.alias,
         [field.attname for field, _ in execution_converters],
         _values(row[:split], execution_converters),
     )
-    job_model = JobExecution._meta.get_field("job").related_model
-    execution.job = job_model.from_db(
+    execution.job = _job_model().from_db(
         connection.alias,
         [field.attname for field, _ in job_converters],
         _values(row[split:-1], job_converters),
