@@ -78,10 +78,12 @@ def _live_filter_sql() -> str:
 
 def live_executors() -> list[ExecutorRegistration]:
     """Executors whose heartbeat is fresh, on the database clock."""
+    # Named columns, not *: a prepared statement's result must keep its shape across migrations.
+    columns = ", ".join(f.column for f in ExecutorRegistration._meta.concrete_fields)
     return list(
         ExecutorRegistration.objects.raw(
-            f"SELECT * FROM {ExecutorRegistration._meta.db_table} WHERE {_live_filter_sql()} "
-            "ORDER BY worker_id",
+            f"SELECT {columns} FROM {ExecutorRegistration._meta.db_table} "
+            f"WHERE {_live_filter_sql()} ORDER BY worker_id",
             [settings.JOBWEAVER_WORKER_TTL_SECONDS],
         )
     )

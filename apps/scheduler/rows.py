@@ -39,6 +39,11 @@ def _job_model():
     return JobExecution._meta.get_field("job").related_model
 
 
+def _execution_columns(alias: str) -> str:
+    qn = connection.ops.quote_name
+    return ", ".join(f"{alias}.{qn(f.column)}" for f in JobExecution._meta.concrete_fields)
+
+
 def _columns(execution_alias: str) -> str:
     """The execution's columns, then its job's (joined as `j`), in model field order."""
     qn = connection.ops.quote_name
@@ -111,7 +116,9 @@ def execution_move(
         f"moved AS (UPDATE {table} e SET status = %s, version = e.version + 1, "
         f"updated_at = clock.now, {assignments} FROM clock "
         "WHERE e.job_id = %s AND e.current_event_id = %s AND e.status = ANY(%s) "
-        "RETURNING e.*, clock.now AS db_now)",
+        # Named columns, not e.*: a prepared statement's result must not change shape when a
+        # migration adds a column while this process runs.
+        f"RETURNING {_execution_columns('e')}, clock.now AS db_now)",
     ]
     arguments = [target, *params, job_id, event_id, sorted(sources)]
     for index, (step, step_params) in enumerate(steps):
