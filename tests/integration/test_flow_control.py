@@ -209,16 +209,23 @@ def test_a_frozen_executor_loses_its_credits_and_its_work_moves_on(stack, live_d
             message="the executor to run some jobs and hold others",
         )
         frozen.signal(signal.SIGSTOP)
-        running = set(
-            JobExecution.objects.filter(
-                job_id__in=job_ids, worker_id=worker_id, status="RUNNING"
-            ).values_list("job_id", flat=True)
-        )
-        held = set(
-            JobExecution.objects.filter(
-                job_id__in=job_ids, worker_id=worker_id, status="DISPATCHED"
-            ).values_list("job_id", flat=True)
-        )
+        # A statement the executor sent just before the signal still runs after it (a start or
+        # a completion is one statement), and a credit it frees may bring one more delivery:
+        # read who runs and who holds what once two reads in a row agree.
+        reads: list[tuple[set, set]] = []
+
+        def settled() -> bool:
+            of_frozen = JobExecution.objects.filter(job_id__in=job_ids, worker_id=worker_id)
+            reads.append(
+                (
+                    set(of_frozen.filter(status="RUNNING").values_list("job_id", flat=True)),
+                    set(of_frozen.filter(status="DISPATCHED").values_list("job_id", flat=True)),
+                )
+            )
+            return len(reads) > 1 and reads[-1] == reads[-2]
+
+        wait_for(settled, timeout=10, interval=0.2, message="the frozen executor's rows to settle")
+        running, held = reads[-1]
 
         wait_for(
             lambda: worker_id not in {c.worker_id for c in flow.live_executors()},
