@@ -172,8 +172,10 @@ class _RelayThread(threading.Thread):
                 connection.close()
             except Exception:  # any broker error: the beat relay is the safety net
                 logger.warning("outbox relay after commit failed", exc_info=True)
-            finally:
+            try:
                 connection.close_if_unusable_or_obsolete()  # broken, or older than CONN_MAX_AGE
+            except Exception:  # the thread must outlive any one run, or relaying stops here
+                logger.warning("outbox relay could not check its connection", exc_info=True)
 
 
 _relay_lock = threading.Lock()
