@@ -78,15 +78,19 @@ def attempt_progress(
 
 
 def _closing(
+    *,
     outcome: AttemptOutcome,
-    error: str,
-    steps_completed: int | None,
-    log_lines: list[str] | None,
-    total_steps: int | None,
-    result: Any,
-    exception_type: str,
-    traceback: str,
+    error: str = "",
+    steps_completed: int | None = None,
+    log_lines: list[str] | None = None,
+    total_steps: int | None = None,
+    result: Any = None,
+    exception_type: str = "",
+    traceback: str = "",
 ) -> dict:
+    """The fields an ending writes. Progress fields are left as they are when not given (a
+    rescuer does not know); a TASK attempt also records its return value (`result`, JSON) or
+    its exception."""
     fields: dict = {"outcome": outcome, "error_message": error, "finished_at": DatabaseNow()}
     if result is not None:
         fields["result"] = result
@@ -101,25 +105,11 @@ def _closing(
     return fields
 
 
-def attempt_close(
-    *,
-    event_id: uuid.UUID,
-    outcome: AttemptOutcome,
-    error: str = "",
-    steps_completed: int | None = None,
-    log_lines: list[str] | None = None,
-    total_steps: int | None = None,
-    result: Any = None,
-    exception_type: str = "",
-    traceback: str = "",
-) -> bool:
+def attempt_close(*, event_id: uuid.UUID, outcome: AttemptOutcome, **ending: Any) -> bool:
     """RUNNING → `outcome`, finished now (database clock); False if the attempt was not
-    RUNNING. Progress fields are left as they are when not given (a rescuer does not know).
-    A TASK attempt also records its return value (`result`, JSON) or its exception."""
+    RUNNING. `ending`: the error, progress and task fields of `_closing`."""
     assert_in_transaction("attempt_close")
-    fields = _closing(
-        outcome, error, steps_completed, log_lines, total_steps, result, exception_type, traceback
-    )
+    fields = _closing(outcome=outcome, **ending)
     running = {"event_id": event_id, "outcome": AttemptOutcome.RUNNING}
     closed = update_rows(ExecutionAttempt, where=running, values=fields) == 1
     if closed:
@@ -128,27 +118,15 @@ def attempt_close(
 
 
 def attempt_close_step(
-    *,
-    event_id: uuid.UUID,
-    outcome: AttemptOutcome,
-    error: str = "",
-    steps_completed: int | None = None,
-    log_lines: list[str] | None = None,
-    total_steps: int | None = None,
-    result: Any = None,
-    exception_type: str = "",
-    traceback: str = "",
+    *, event_id: uuid.UUID, outcome: AttemptOutcome, **ending: Any
 ) -> tuple[str, list]:
     """`attempt_close` as a step of the statement that ends the execution, finished at the
     same database time. The caller counts the metric once the statement went through."""
-    fields = _closing(
-        outcome, error, steps_completed, log_lines, total_steps, result, exception_type, traceback
-    )
     running = {"event_id": event_id, "outcome": AttemptOutcome.RUNNING}
     return update_statement(
         ExecutionAttempt,
         where=running,
-        values=fields,
+        values=_closing(outcome=outcome, **ending),
         now_sql="moved.db_now",
         from_sql="FROM moved",
     )

@@ -4,6 +4,7 @@ consumer's partitions at once, not at the next heartbeat."""
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 
 import pytest
 from django.test import override_settings
@@ -32,29 +33,37 @@ class Consumer:
         self.task_consumer = type("TaskConsumer", (), {"channel": channel})()
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_new_assignment_is_registered_without_waiting_for_the_next_heartbeat():
-    channel = Channel()
-    # A heartbeat far longer than the test: only the assignment watch can register in time.
+@contextmanager
+def running_presence(channel: Channel):
+    """A presence thread over `channel`, registered; yields a reader of its registration. A
+    heartbeat far longer than the test: only the assignment watch can register in time."""
     with override_settings(JOBWEAVER_WORKER_HEARTBEAT_SECONDS=60):
         presence = Presence(consumer=Consumer(channel), queue=QUEUE, slots=3)
         presence.start()
         try:
-            registered = lambda: ExecutorRegistration.objects.filter(  # noqa: E731
-                worker_id=presence.worker_id
-            ).first()
-            wait_for(lambda: registered() is not None, timeout=10, message="registration")
-            assert registered().partitions == []
 
-            channel.partitions = [0, 1]  # the consumer group assigned two partitions
-            wait_for(
-                lambda: registered().partitions == [0, 1],
-                timeout=5,
-                message="the new partitions registered",
-            )
+            def registered() -> ExecutorRegistration | None:
+                return ExecutorRegistration.objects.filter(worker_id=presence.worker_id).first()
+
+            wait_for(lambda: registered() is not None, timeout=10, message="registration")
+            yield registered
         finally:
             presence.stop()
     assert not ExecutorRegistration.objects.filter(worker_id=presence.worker_id).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_new_assignment_is_registered_without_waiting_for_the_next_heartbeat():
+    channel = Channel()
+    with running_presence(channel) as registered:
+        assert registered().partitions == []
+
+        channel.partitions = [0, 1]  # the consumer group assigned two partitions
+        wait_for(
+            lambda: registered().partitions == [0, 1],
+            timeout=5,
+            message="the new partitions registered",
+        )
 
 
 @pytest.mark.django_db(transaction=True)
@@ -62,20 +71,10 @@ def test_new_partitions_wait_until_the_consumer_fetches_them_and_lost_ones_go_at
     """A delivery sent to a partition the consumer does not fetch yet would wait out a whole
     fetch (presence.py): new partitions are registered only after the settle time."""
     channel = Channel()
-    with override_settings(JOBWEAVER_WORKER_HEARTBEAT_SECONDS=60):
-        presence = Presence(consumer=Consumer(channel), queue=QUEUE, slots=3)
-        presence.start()
-        try:
-            registered = lambda: ExecutorRegistration.objects.filter(  # noqa: E731
-                worker_id=presence.worker_id
-            ).first()
-            wait_for(lambda: registered() is not None, timeout=10, message="registration")
+    with running_presence(channel) as registered:
+        channel.partitions, assigned = [0, 1], time.monotonic()
+        wait_for(lambda: registered().partitions == [0, 1], timeout=5, message="new ones")
+        assert time.monotonic() - assigned >= NEW_PARTITION_SETTLE_SECONDS
 
-            channel.partitions, assigned = [0, 1], time.monotonic()
-            wait_for(lambda: registered().partitions == [0, 1], timeout=5, message="new ones")
-            assert time.monotonic() - assigned >= NEW_PARTITION_SETTLE_SECONDS
-
-            channel.partitions = [1]  # a rebalance took partition 0 away
-            wait_for(lambda: registered().partitions == [1], timeout=5, message="the loss")
-        finally:
-            presence.stop()
+        channel.partitions = [1]  # a rebalance took partition 0 away
+        wait_for(lambda: registered().partitions == [1], timeout=5, message="the loss")
