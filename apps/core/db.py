@@ -116,20 +116,32 @@ def update_statement(
 ) -> tuple[str, list]:
     """The SQL and parameters of `update_rows`; `DatabaseNow()` values become `now_sql`, and
     `from_sql` (e.g. "FROM moved") joins other rows in, for use inside a larger statement."""
+    meta = model._meta
+    params = [
+        meta.get_field(name).get_db_prep_save(value, connection)
+        for name, value in values.items()
+        if not isinstance(value, DatabaseNow)
+    ]
+    params += [
+        meta.get_field(name).get_db_prep_value(value, connection, prepared=False)
+        for name, value in where.items()
+    ]
+    shape = tuple((name, isinstance(value, DatabaseNow)) for name, value in values.items())
+    return _update_sql(model, shape, tuple(where), now_sql, from_sql), params
+
+
+@functools.lru_cache(maxsize=256)
+def _update_sql(
+    model, values: tuple[tuple[str, bool], ...], where: tuple[str, ...], now_sql: str, from_sql: str
+) -> str:
+    """`update_statement`'s SQL for one shape (which fields, which of them set to the database
+    clock): built once, as the hot path repeats the same few shapes for every job."""
     meta, qn = model._meta, connection.ops.quote_name
-    assignments, params = [], []
-    for name, value in values.items():
-        field = meta.get_field(name)
-        if isinstance(value, DatabaseNow):
-            assignments.append(f"{qn(field.column)} = {now_sql}")
-        else:
-            assignments.append(f"{qn(field.column)} = %s")
-            params.append(field.get_db_prep_save(value, connection))
     table = qn(meta.db_table)
-    conditions = []
-    for name, value in where.items():
-        field = meta.get_field(name)
-        conditions.append(f"{table}.{qn(field.column)} = %s")
-        params.append(field.get_db_prep_value(value, connection, prepared=False))
-    sql = f"UPDATE {table} SET {', '.join(assignments)} {from_sql} WHERE {' AND '.join(conditions)}"
-    return sql, params
+    assignments = [
+        f"{qn(meta.get_field(name).column)} = {now_sql if is_now else '%s'}"
+        for name, is_now in values
+    ]
+    conditions = [f"{table}.{qn(meta.get_field(name).column)} = %s" for name in where]
+    where_sql = " AND ".join(conditions)
+    return f"UPDATE {table} SET {', '.join(assignments)} {from_sql} WHERE {where_sql}"

@@ -12,6 +12,7 @@ are those statements' parts, SQL over `moved`, the execution's new row.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from typing import Any
 
@@ -35,30 +36,45 @@ def attempt_open_step(*, event_id: uuid.UUID, worker_id: str) -> tuple[str, list
     """Open the attempt of a delivery, as a step of the statement that starts its execution
     (lifecycle.execution_start): numbered by the execution's new attempt count, started when it
     started, with its job's trace id and step count; every other field its model default."""
-    meta, qn = ExecutionAttempt._meta, connection.ops.quote_name
-    from_moved = {
-        "job": "moved.job_id",
-        "attempt": "moved.attempt_count",
-        "trace_id": "j.trace_id",
-        "started_at": "moved.started_at",
-        "total_steps": "COALESCE(jsonb_array_length(j.instruction -> 'steps'), 0)",
-    }
     given = {"event_id": event_id, "worker_id": worker_id}
-    columns, expressions, params = [], [], []
+    sql, from_params = _open_step_statement()
+    params = [
+        field.get_db_prep_save(
+            given[field.name] if field.name in given else field.get_default(), connection
+        )
+        for field in from_params
+    ]
+    return sql, params
+
+
+# The attempt's fields that `attempt_open_step` takes from the started execution and its job.
+_OPENED_FROM_MOVED = {
+    "job": "moved.job_id",
+    "attempt": "moved.attempt_count",
+    "trace_id": "j.trace_id",
+    "started_at": "moved.started_at",
+    "total_steps": "COALESCE(jsonb_array_length(j.instruction -> 'steps'), 0)",
+}
+
+
+@functools.cache
+def _open_step_statement() -> tuple[str, list]:
+    """`attempt_open_step`'s SQL, built once, and the fields its parameters fill, in order."""
+    meta, qn = ExecutionAttempt._meta, connection.ops.quote_name
+    columns, expressions, from_params = [], [], []
     for field in meta.concrete_fields:
         columns.append(qn(field.column))
-        if field.name in from_moved:
-            expressions.append(from_moved[field.name])
+        if field.name in _OPENED_FROM_MOVED:
+            expressions.append(_OPENED_FROM_MOVED[field.name])
         else:
-            value = given[field.name] if field.name in given else field.get_default()
             expressions.append("%s")
-            params.append(field.get_db_prep_save(value, connection))
+            from_params.append(field)
     jobs = qn(meta.get_field("job").related_model._meta.db_table)
     sql = (
         f"INSERT INTO {qn(meta.db_table)} ({', '.join(columns)}) "
         f"SELECT {', '.join(expressions)} FROM moved JOIN {jobs} j ON j.id = moved.job_id"
     )
-    return sql, params
+    return sql, from_params
 
 
 def attempt_progress(

@@ -10,6 +10,7 @@ Delivery is at-least-once: consumers de-duplicate by the `eventId` header.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -51,23 +52,39 @@ def outbox_enqueue_step(
     of that statement it follows; `params` fill the payload's placeholders. The caller wakes
     the relay (`relay_after_commit`) once the statement went through."""
     event = OutboxEvent(topic=topic, key="", payload={})
+    sql, given = _enqueue_step_statement(key, payload, trace_id, from_sql)
+    arguments = []
+    for field in given:
+        if field is None:  # the payload's place
+            arguments.extend(params)
+        else:
+            arguments.append(field.get_db_prep_save(field.pre_save(event, True), connection))
+    return sql, arguments
+
+
+@functools.lru_cache(maxsize=16)
+def _enqueue_step_statement(
+    key: str, payload: str, trace_id: str, from_sql: str
+) -> tuple[str, list]:
+    """`outbox_enqueue_step`'s SQL, built once per shape, and in parameter order the fields
+    whose values it takes (None where the payload's parameters go)."""
     expressions = {"key": key, "payload": payload, "trace_id": trace_id}
     qn = connection.ops.quote_name
-    columns, values, arguments = [], [], []
+    columns, values, given = [], [], []
     for field in OutboxEvent._meta.concrete_fields:
         columns.append(qn(field.column))
         if field.name in expressions:
             values.append(expressions[field.name])
             if field.name == "payload":
-                arguments.extend(params)
+                given.append(None)
         else:
             values.append("%s")
-            arguments.append(field.get_db_prep_save(field.pre_save(event, True), connection))
+            given.append(field)
     sql = (
         f"INSERT INTO {qn(OutboxEvent._meta.db_table)} ({', '.join(columns)}) "
         f"SELECT {', '.join(values)} {from_sql}"
     )
-    return sql, arguments
+    return sql, given
 
 
 def outbox_enqueue_many(*, topic: str, events: list[tuple[str, dict, str]]) -> int:
