@@ -90,8 +90,10 @@ start_postgres() {
   # autovacuum_naptime: the queue tables churn (every transition is a new row version); with
   # the default minute between autovacuum rounds, dead index entries piled up and each scan of
   # a status index read hundreds of them (README, "PostgreSQL for a queue").
+  # JOBWEAVER_PG_OPTIONS adds server options, e.g. for profiling:
+  # "-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track_planning=on".
   as_pg "$bin/pg_ctl" -D "$PG_DATA" -l "$PG_DATA/server.log" -w -t 60 \
-    -o "-p $PG_PORT -k $PG_RUN -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c autovacuum_naptime=5s" \
+    -o "-p $PG_PORT -k $PG_RUN -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c autovacuum_naptime=5s ${JOBWEAVER_PG_OPTIONS:-}" \
     start >/dev/null
   as_pg "$bin/psql" -h 127.0.0.1 -p "$PG_PORT" -U jobweaver -d postgres -tAc \
     "SELECT 1 FROM pg_database WHERE datname='jobweaver'" | grep -q 1 ||

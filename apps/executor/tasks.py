@@ -42,7 +42,7 @@ def reuse_sound_connections(sender=None, **kwargs) -> None:
     is broken or older than CONN_MAX_AGE (celeryconfig.CELERY_DB_REUSE_MAX keeps Celery from
     closing it after every task)."""
     close_old_connections()
-    if sender is run_job:
+    if getattr(sender, "name", None) == run_job.name:  # `run_job` itself is a proxy
         # Without this, Django's health check (CONN_HEALTH_CHECKS) would send `SELECT 1` before
         # every job: one round trip in three on the executor's path. It buys nothing here: the
         # claim is the first statement and runs under retry_while_database_unavailable, which

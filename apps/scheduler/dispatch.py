@@ -154,16 +154,17 @@ def _claim(
         if not credits:
             _log_no_executor()
         return [], 0
+    # Where the n-th claim goes, chosen before the claim so that one statement records it:
+    # `assign` is sequential, so its first k choices are the same for any count ≥ k.
+    targets = flow.assign(min(limit, free), credits)
     claimed = lifecycle.executions_claim(
-        limit=min(limit, free), job_ids=job_ids, due_by=due_by, rules=limits.dispatch_rules()
+        limit=len(targets),
+        job_ids=job_ids,
+        due_by=due_by,
+        rules=limits.dispatch_rules(),
+        workers=[worker_id for worker_id, _ in targets],
     )
-    targets = flow.assign(len(claimed), credits)
-    lifecycle.executions_assign(
-        [
-            (claim.job_id, claim.event_id, worker_id)
-            for claim, (worker_id, _) in zip(claimed, targets, strict=True)
-        ]
-    )
+    targets = targets[: len(claimed)]
     deliveries = [
         Delivery.traced(
             str(claim.job_id), str(claim.event_id), partition, claim.trace_id, claim.waited_seconds

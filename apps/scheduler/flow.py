@@ -102,7 +102,9 @@ def credits() -> list[Credit]:
             FROM {registrations} r
             LEFT JOIN (
                 SELECT worker_id, count(*) AS in_flight FROM {executions}
-                WHERE status IN (%s, %s) GROUP BY worker_id
+                WHERE status IN ('{ExecutionStatus.DISPATCHED.value}',
+                                 '{ExecutionStatus.RUNNING.value}')
+                GROUP BY worker_id
             ) f USING (worker_id)
             WHERE r.{_live_filter_sql()} AND r.queues ? %s
               AND jsonb_array_length(r.partitions) > 0
@@ -110,8 +112,6 @@ def credits() -> list[Credit]:
             """,
             [
                 settings.JOBWEAVER_DISPATCH_PREFETCH,
-                ExecutionStatus.DISPATCHED,
-                ExecutionStatus.RUNNING,
                 settings.JOBWEAVER_WORKER_TTL_SECONDS,
                 topic_name(RUN_JOB),
             ],

@@ -271,20 +271,25 @@ def executions_claim(
     job_ids: list[uuid.UUID] | None = None,
     due_by: datetime | None = None,
     rules: DispatchRules = NO_RULES,
+    workers: list[str] | None = None,
 ) -> list[Claim]:
     """PENDING → DISPATCHED for up to `limit` due executions, highest priority first: one
     statement that claims (FOR UPDATE SKIP LOCKED, so concurrent dispatchers never take the same
     row), gives each a fresh fencing token and starts its dispatch lease. Returns the claims in
     dispatch order. `due_by` replaces the database clock for "due" (tests).
 
+    `workers` (flow.assign's choice for the first, second, … delivery) records in the same
+    statement which executor the n-th claim is sent to; flow control counts its credits by it.
+
     `rules` (apps/scheduler/limits.py) leave paused queues and job types and keys at a limit
     out of the scan, and take at most a key's allowance of the rows found; the rows left out
     stay PENDING."""
     assert_in_transaction("executions_dispatch")
+    assert workers is None or len(workers) >= limit, "a worker for every claim"
     transition = TRANSITIONS["dispatch"]
     (source,) = transition.sources
     due_by_sql = "%s" if due_by is not None else "clock_timestamp()"
-    params: list = [source.value]
+    params: list = []
     if due_by is not None:
         params.append(due_by)
     filters = [("AND job_id = ANY(%s)", job_ids)] if job_ids is not None else []
@@ -300,11 +305,9 @@ def executions_claim(
     scan_filters = " ".join(clause for clause, _ in filters)
     params += [list(values) for _, values in filters]
     params.append(limit)
-    chosen = "due"
     within_allowances = ""
     if rules.allowances:
         # A key's n-th row in claim order is taken while n is within its allowance.
-        chosen = "allowed"
         within_allowances = """,
             ranked AS (
                 SELECT id, concurrency_key, row_number() OVER (
@@ -326,39 +329,53 @@ def executions_claim(
             [a.count for a in rules.allowances],
             [a.precedence for a in rules.allowances],
         ]
-    params += [transition.target.value, settings.JOBWEAVER_DISPATCH_TIMEOUT_SECONDS]
+    params += [workers or [], settings.JOBWEAVER_DISPATCH_TIMEOUT_SECONDS]
     table = JobExecution._meta.db_table
     jobs = JobExecution._meta.get_field("job").related_model._meta.db_table
+    # The statuses are the transition table's constants, written into the SQL rather than
+    # passed: PostgreSQL then plans the prepared statement once for good. With the status as a
+    # parameter it planned it anew on every call (planning took longer than executing).
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
             WITH due AS (
                 SELECT id, priority, next_run_at, concurrency_key FROM {table}
-                WHERE status = %s AND next_run_at <= {due_by_sql} {scan_filters}
+                WHERE status = {_literal(source)} AND next_run_at <= {due_by_sql} {scan_filters}
                 ORDER BY priority DESC, next_run_at
                 LIMIT %s
                 FOR UPDATE SKIP LOCKED
-            ){within_allowances}
+            ){within_allowances},
+            numbered AS (
+                SELECT due.id, row_number() OVER (ORDER BY due.priority DESC, due.next_run_at)
+                    AS n
+                FROM due {"JOIN allowed USING (id)" if rules.allowances else ""}
+            )
             UPDATE {table} AS e
-            SET status = %s,
+            SET status = {_literal(transition.target)},
                 current_event_id = gen_random_uuid(),
+                worker_id = COALESCE((%s::text[])[numbered.n], e.worker_id),
                 dispatched_at = clock_timestamp(),
                 lease_expires_at = clock_timestamp() + make_interval(secs => %s),
                 version = e.version + 1,
                 updated_at = clock_timestamp()
-            FROM {chosen}, {jobs} AS j WHERE e.id = {chosen}.id AND j.id = e.job_id
-            RETURNING e.job_id, e.current_event_id, e.priority, e.next_run_at, j.trace_id,
+            FROM numbered, {jobs} AS j WHERE e.id = numbered.id AND j.id = e.job_id
+            RETURNING numbered.n, e.job_id, e.current_event_id, j.trace_id,
                 GREATEST(EXTRACT(EPOCH FROM e.dispatched_at - e.next_run_at), 0)
             """,
             params,
         )
         rows = cursor.fetchall()
-    rows.sort(key=lambda row: (-row[2], row[3]))
+    rows.sort()
     metrics.count_on_commit(lambda: metrics.TRANSITIONS.labels("dispatch").inc(len(rows)))
     return [
         Claim(job_id, event_id, trace_id, float(waited))
-        for job_id, event_id, _, _, trace_id, waited in rows
+        for _, job_id, event_id, trace_id, waited in rows
     ]
+
+
+def _literal(status: str) -> str:
+    """A status as an SQL literal (only the enum's own values, never input)."""
+    return f"'{ExecutionStatus(status).value}'"
 
 
 # --- transitions driven by the worker that holds the fencing token ----------------------------
@@ -607,30 +624,6 @@ def execution_redeliver(execution: JobExecution) -> JobExecution:
             "redelivery_count": execution.redelivery_count + 1,
         },
     )
-
-
-def executions_assign(deliveries: list[tuple[uuid.UUID, uuid.UUID, str]]) -> None:
-    """Record which executor each just-dispatched (job id, event id, worker id) was sent to:
-    flow control counts its credits by this. Same transaction as `executions_dispatch`.
-    Matched by job id (unique index) and fenced by the event id, never by a table scan."""
-    assert_in_transaction("executions_assign")
-    if not deliveries:
-        return
-    table = JobExecution._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            UPDATE {table} AS e SET worker_id = d.worker_id
-            FROM unnest(%s::uuid[], %s::uuid[], %s::text[]) AS d(job_id, event_id, worker_id)
-            WHERE e.job_id = d.job_id AND e.current_event_id = d.event_id AND e.status = %s
-            """,
-            [
-                [j for j, _, _ in deliveries],
-                [e for _, e, _ in deliveries],
-                [w for _, _, w in deliveries],
-                S.DISPATCHED,
-            ],
-        )
 
 
 def executions_unsend(event_ids: list[uuid.UUID]) -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 import psycopg
 from django.conf import settings
@@ -57,8 +58,9 @@ class WakeUp(threading.Thread):
                 with _listen_connection() as listener:
                     listener.execute(f"LISTEN {DISPATCH_CHANNEL}")
                     starved = not self._dispatch()  # what freed up while we were not listening
+                    due = _NextDue(listener)
                     while not self.stopping.is_set():
-                        until_due = seconds_until_due(listener)
+                        until_due = due.seconds()
                         wait = MAX_WAIT_SECONDS
                         if until_due is not None and not starved:
                             wait = min(max(until_due, MIN_WAIT_SECONDS), MAX_WAIT_SECONDS)
@@ -66,6 +68,8 @@ class WakeUp(threading.Thread):
                             # Fold in everything that arrived meanwhile: one dispatch for all.
                             for _ in listener.notifies(timeout=0.001):
                                 pass
+                        else:
+                            due.forget()  # a quiet moment: read it afresh
                         sent = self._dispatch()
                         # Due work left behind means no credit is free: wait for one.
                         starved = not sent and until_due is not None and until_due <= wait
@@ -83,13 +87,40 @@ class WakeUp(threading.Thread):
             return False
 
 
+# How long the earliest due time, once read, is trusted while notifications keep coming.
+NEXT_DUE_TTL_SECONDS = 0.1
+
+
+class _NextDue:
+    """`seconds_until_due`, read at most every NEXT_DUE_TTL_SECONDS while the thread is woken
+    by notifications (under load, several times per millisecond of work), and always after a
+    wait that timed out. It only bounds how long the thread sleeps without a notification: a
+    job submitted with a near `runAt` after the last read is sent when the next notification
+    or tick comes, at most MAX_WAIT_SECONDS later, as one submitted during a wait always was."""
+
+    def __init__(self, listener: psycopg.Connection):
+        self.listener = listener
+        self.read_at: float | None = None
+        self.value: float | None = None
+
+    def seconds(self) -> float | None:
+        now = time.monotonic()
+        if self.read_at is None or now - self.read_at > NEXT_DUE_TTL_SECONDS:
+            self.read_at, self.value = now, seconds_until_due(self.listener)
+            return self.value
+        return None if self.value is None else self.value - (now - self.read_at)
+
+    def forget(self) -> None:
+        self.read_at = None
+
+
 def seconds_until_due(listener: psycopg.Connection) -> float | None:
     """Seconds until the earliest PENDING execution falls due (negative: overdue), on the
     database clock; None when nothing waits. One index lookup (execution_pending_due)."""
+    # The status in the text, not a parameter: the prepared statement is then planned once.
     row = listener.execute(
         f"SELECT EXTRACT(EPOCH FROM min(next_run_at) - clock_timestamp()) "
-        f"FROM {JobExecution._meta.db_table} WHERE status = %s",
-        [ExecutionStatus.PENDING.value],
+        f"FROM {JobExecution._meta.db_table} WHERE status = '{ExecutionStatus.PENDING.value}'"
     ).fetchone()
     return None if row[0] is None else float(row[0])
 
