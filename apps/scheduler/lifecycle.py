@@ -178,6 +178,7 @@ def _worker_move(
     assignments: str,
     params: list,
     steps: list[Step],
+    whole_row: bool = True,
 ) -> JobExecution | None:
     """`_apply` for the worker's start and completion, the two transitions every job makes: one
     statement instead of a transaction of five to seven (apps/scheduler/rows.py). The fence and
@@ -196,6 +197,7 @@ def _worker_move(
         params=params,
         steps=steps,
         notify=DISPATCH_CHANNEL if frees_a_credit else None,
+        whole_row=whole_row,
     )
     if execution is not None:
         metrics.count_on_commit(metrics.TRANSITIONS.labels(name).inc)
@@ -449,6 +451,7 @@ def execution_complete(*, job_id: uuid.UUID, event_id: uuid.UUID, record: Step) 
         assignments="finished_at = clock.now, lease_expires_at = NULL, last_error = ''",
         params=[],
         steps=[completed, record],
+        whole_row=False,  # nothing more is needed here
     )
     if execution is None:
         return False
