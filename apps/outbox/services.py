@@ -153,7 +153,8 @@ def _relay_batch() -> tuple[int, int]:
                 f"UPDATE {table} SET published_at = clock_timestamp() WHERE id = ANY(%s)",
                 [confirmed],
             )
-        failed = [event_id for event_id, *_ in events if event_id not in set(confirmed)]
+        delivered = set(confirmed)
+        failed = [event_id for event_id, *_ in events if event_id not in delivered]
         if failed:
             # Left unpublished for the next relay; a consumer may see some of them twice.
             cursor.execute(

@@ -232,18 +232,10 @@ def execution_create(*, job) -> JobExecution:
 
 def executions_create(*, jobs: list) -> list[JobExecution]:
     """The PENDING executions of a batch of newly submitted jobs, each due at its `run_at` or at
-    once (database clock): one INSERT inside the submit transaction, and one SELECT for the due
-    times the database chose."""
+    once (database clock), in the jobs' order: one INSERT inside the submit transaction
+    (rows.executions_insert)."""
     assert_in_transaction("executions_create")
-    executions = JobExecution.objects.bulk_create(_pending(job) for job in jobs)
-    due_now = {e.job_id: e for e in executions if isinstance(e.next_run_at, DatabaseNow)}
-    if due_now:
-        chosen = JobExecution.objects.filter(job_id__in=list(due_now)).values_list(
-            "job_id", "next_run_at"
-        )
-        for job_id, next_run_at in chosen:
-            due_now[job_id].next_run_at = next_run_at
-    return executions
+    return rows.executions_insert(jobs)
 
 
 class Claim(NamedTuple):

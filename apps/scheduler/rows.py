@@ -194,3 +194,70 @@ def execution_save(execution: JobExecution, field_names: list[str]) -> None:
         where={"id": execution.pk},
         values={name: getattr(execution, name) for name in names},
     )
+
+
+# --- the executions of a submitted batch ------------------------------------------------------
+
+# What a new execution copies from its job: (field, the job's attribute, SQL array type).
+_COPIED_FROM_JOB = (
+    ("job", "id", "uuid[]"),
+    ("priority", "priority", "int[]"),
+    ("max_retries", "max_retries", "int[]"),
+    ("queue_name", "queue_name", "text[]"),
+    ("job_type", "job_type", "text[]"),
+    ("concurrency_key", "concurrency_key", "text[]"),
+)
+
+
+@cache
+def _insert_pending_statement() -> tuple[str, list]:
+    """`executions_insert`'s SQL, and the fields whose model defaults fill its other
+    parameters, in order."""
+    qn = connection.ops.quote_name
+    copied = {name: index for index, (name, _, _) in enumerate(_COPIED_FROM_JOB)}
+    columns, expressions, defaults = [], [], []
+    for field in JobExecution._meta.concrete_fields:
+        columns.append(qn(field.column))
+        if field.name in copied:
+            expressions.append(f"b.c{copied[field.name]}")
+        elif field.name == "id":
+            expressions.append("gen_random_uuid()")
+        elif field.name == "next_run_at":
+            expressions.append("COALESCE(b.run_at, clock_timestamp())")  # due now, or runAt
+        elif field.name == "updated_at":
+            expressions.append("clock_timestamp()")
+        else:
+            expressions.append(f"%s::{field.db_type(connection)}")
+            defaults.append(field)
+    arrays = ", ".join(f"%s::{sql_type}" for _, _, sql_type in _COPIED_FROM_JOB)
+    names = ", ".join(f"c{index}" for index in range(len(_COPIED_FROM_JOB)))
+    sql = (
+        f"INSERT INTO {qn(JobExecution._meta.db_table)} AS e ({', '.join(columns)}) "
+        f"SELECT {', '.join(expressions)} "
+        f"FROM unnest({arrays}, %s::timestamptz[]) AS b({names}, run_at) "
+        f"RETURNING {_execution_columns('e')}"
+    )
+    return sql, defaults
+
+
+def executions_insert(jobs: list) -> list[JobExecution]:
+    """The PENDING executions of newly inserted jobs, in the jobs' order: one INSERT … SELECT
+    over arrays of the jobs' values, due at each job's `run_at` or now (database clock).
+
+    A bulk_create of a thousand executions built and parsed a statement of twenty thousand
+    placeholders (and compiled the due-time expression once per row): two thirds of the web
+    process's Python time under `make bench`. This statement has eight parameters."""
+    sql, defaults = _insert_pending_statement()
+    params = [field.get_db_prep_save(field.get_default(), connection) for field in defaults]
+    params += [[getattr(job, attribute) for job in jobs] for _, attribute, _ in _COPIED_FROM_JOB]
+    params.append([job.run_at for job in jobs])
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    converters, _ = _row_converters()
+    names, _ = _attnames()
+    by_job = {}
+    for row in rows:
+        execution = JobExecution.from_db(connection.alias, names, _values(row, converters))
+        by_job[execution.job_id] = execution
+    return [by_job[job.id] for job in jobs]
