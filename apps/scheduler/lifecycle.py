@@ -207,26 +207,11 @@ def _worker_move(
 # --- submission and dispatch ----------------------------------------------------------------
 
 
-def _pending(job) -> JobExecution:
-    return JobExecution(
-        job_id=job.id,
-        priority=job.priority,
-        max_retries=job.max_retries,
-        next_run_at=job.run_at or DatabaseNow(),
-        queue_name=job.queue_name,
-        job_type=job.job_type,
-        concurrency_key=job.concurrency_key,
-    )
-
-
 def execution_create(*, job) -> JobExecution:
     """The PENDING execution of a newly submitted job, due at its `run_at` or at once (inside
     the submit transaction)."""
     assert_in_transaction("execution_create")
-    execution = _pending(job)
-    execution.save(force_insert=True)
-    if job.run_at is None:
-        execution.refresh_from_db(fields=["next_run_at"])
+    (execution,) = rows.executions_insert([job])
     return execution
 
 
