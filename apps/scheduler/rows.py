@@ -246,7 +246,8 @@ def executions_insert(jobs: list) -> list[JobExecution]:
 
     A bulk_create of a thousand executions built and parsed a statement of twenty thousand
     placeholders (and compiled the due-time expression once per row): two thirds of the web
-    process's Python time under `make bench`. This statement has eight parameters."""
+    process's Python time under `make bench`. This statement has twenty parameters, whatever the
+    batch's size."""
     sql, defaults = _insert_pending_statement()
     params = [field.get_db_prep_save(field.get_default(), connection) for field in defaults]
     params += [[getattr(job, attribute) for job in jobs] for _, attribute, _ in _COPIED_FROM_JOB]
