@@ -283,21 +283,29 @@ def pause_mid_backlog_then_resume(
     def count(status: str) -> int:
         return statuses(job_ids)[status]
 
-    wait_for(
-        lambda: all(statuses(job_ids)[s] for s in ("RUNNING", "DISPATCHED", "COMPLETED")),
-        timeout=60,
-        interval=0.01,
-        message="the backlog to run, with deliveries waiting for a thread",
-    )
-    paused_at = rules.pause(scope, name).paused_at
-    committed_at = db_now()
-    # Sent but not started when the pause took them back: PENDING again, sent before.
-    recalled = set(
-        JobExecution.objects.filter(
-            job_id__in=job_ids, status="PENDING", dispatched_at__isnull=False
-        ).values_list("job_id", flat=True)
-    )
-    assert recalled, "no delivery was waiting when the pause came: nothing was recalled"
+    # The pause must come while a delivery waits for a thread. Seen waiting, deliveries can all
+    # start before the pause commits (a thread freed at the end of a wave takes them within
+    # milliseconds, and the refill lags by the wake-up's fold): a pause that found none waiting
+    # is lifted, and made again the next time one waits.
+    for _ in range(5):
+        wait_for(
+            lambda: all(statuses(job_ids)[s] for s in ("RUNNING", "DISPATCHED", "COMPLETED")),
+            timeout=60,
+            interval=0.01,
+            message="the backlog to run, with deliveries waiting for a thread",
+        )
+        paused_at = rules.pause(scope, name).paused_at
+        committed_at = db_now()
+        # Sent but not started when the pause took them back: PENDING again, sent before.
+        recalled = set(
+            JobExecution.objects.filter(
+                job_id__in=job_ids, status="PENDING", dispatched_at__isnull=False
+            ).values_list("job_id", flat=True)
+        )
+        if recalled:
+            break
+        queue_resume(scope=scope, name=name)
+    assert recalled, "no delivery was waiting when any of 5 pauses came: nothing was recalled"
 
     # The running ones finish; then nothing of the paused work moves while other work runs.
     wait_for(
