@@ -54,6 +54,23 @@ def drop_database(name: str) -> None:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
+def drop_topics(prefix: str) -> int:
+    """Delete this run's Kafka topics (names starting with `prefix`): each run makes a dozen
+    (run-job alone has twelve partitions), and a dev broker that keeps every bench's grows by
+    hundreds of partitions a day. Returns how many were deleted; best effort."""
+    from confluent_kafka.admin import AdminClient
+    from django.conf import settings
+
+    admin = AdminClient({"bootstrap.servers": settings.KAFKA_BOOTSTRAP_SERVERS})
+    topics = [name for name in admin.list_topics(timeout=10).topics if name.startswith(prefix)]
+    for future in admin.delete_topics(topics).values() if topics else ():
+        try:
+            future.result(timeout=30)
+        except Exception as exc:  # noqa: BLE001 - a topic left behind is only clutter
+            print(f"could not delete a bench topic: {exc}", file=sys.stderr)
+    return len(topics)
+
+
 @contextmanager
 def running_stack(executors: int = 1, *, probe: bool = True):
     """Scheduler, beat and `executors` executor processes; yields once they are ready and (with

@@ -32,6 +32,7 @@ import json
 import math
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -48,6 +49,7 @@ from common import (
     configure,
     cpu_seconds,
     drop_database,
+    drop_topics,
     running_stack,
     running_web,
     server_pids,
@@ -104,6 +106,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help=f"comma-separated sides to run (default {','.join(SIDES)})",
     )
     parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="run every side this many times, in turn, and print the medians (default 3)",
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="py-spy the first executor while ours runs; summary printed, raw stacks kept",
@@ -119,6 +127,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         parser.error(f"unknown side(s) {sorted(unknown)}")
     if args.concurrency is None:
         args.concurrency = args.threads
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     if not 1 <= args.per_request <= 1000:
         parser.error("--per-request must be 1..1000 (the batch API's limit)")
     return args
@@ -290,11 +300,25 @@ def start_profiler(pid: int, out: Path) -> subprocess.Popen:
     )
 
 
+def clear_jobs() -> None:
+    """Empty the job tables, so that a later round starts from the same tables as the first
+    (not from the last round's thousands of finished jobs)."""
+    from django.db import connection
+
+    from apps.jobs.models import Job
+    from apps.outbox.models import OutboxEvent
+
+    with connection.cursor() as cursor:
+        # CASCADE: the executions and attempts that reference the jobs.
+        cursor.execute(f"TRUNCATE {Job._meta.db_table}, {OutboxEvent._meta.db_table} CASCADE")
+
+
 def run_ours(args, bar: Bar) -> dict:
     from django.conf import settings
 
     from apps.scheduler.flow import live_executors
 
+    clear_jobs()
     token = api_token()
     n = args.jobs
     web_env = {
@@ -456,7 +480,9 @@ def run_celery(args, bar: Bar) -> dict:
             "done_at timestamptz NOT NULL DEFAULT clock_timestamp(), PRIMARY KEY (run_id, key))"
         )
         conn.execute("CREATE TABLE bench_duplicates (run_id text, key int, pid int)")
-    queue = f"{os.environ['JOBWEAVER_KAFKA_TOPIC_PREFIX']}celery-noop"
+    # A queue (topic) per round: the last round's is deleted at its end, and a producer may
+    # still know it by its old metadata ("Unknown topic") when the next round starts.
+    queue = f"{os.environ['JOBWEAVER_KAFKA_TOPIC_PREFIX']}celery-noop-{uuid.uuid4().hex[:6]}"
     url = f"confluentkafka://{BOOTSTRAP}"
     env = {
         **os.environ,
@@ -812,24 +838,93 @@ def main(argv: list[str]) -> int:
     finally:
         from django.db import connections
 
+        drop_topics(os.environ["JOBWEAVER_KAFKA_TOPIC_PREFIX"])
         connections.close_all()
         for name in (OURS_DB, CELERY_DB, PROCRASTINATE_DB):
             drop_database(name)
 
 
 def run(args) -> int:
-    results: dict = {}
     runners = {"ours": run_ours, "celery": run_celery, "procrastinate": run_procrastinate}
+    rounds: list[dict] = []
     with Bar() as bar:
-        for side in args.only:
-            try:
-                results[side] = runners[side](args, bar)
-            except Exception as exc:  # noqa: BLE001 - report the other sides anyway
-                bar.note(f"{side} failed: {exc!r}")
-                results[side] = {"error": repr(exc)[:200]}
-    report(args, results)
-    failed = [s for s, r in results.items() if "error" in r or r["completed"] < args.jobs]
+        for number in range(1, args.rounds + 1):
+            results: dict = {}
+            for side in args.only:
+                try:
+                    results[side] = runners[side](args, bar)
+                except Exception as exc:  # noqa: BLE001 - report the other sides anyway
+                    bar.note(f"{side} failed: {exc!r}")
+                    results[side] = {"error": repr(exc)[:200]}
+            rounds.append(results)
+            if args.rounds > 1:
+                rates = ", ".join(f"{side} {rate:.0f}" for side, rate in _rates(results).items())
+                bar.note(f"round {number} of {args.rounds}, jobs/s: {rates}")
+    report(args, rounds[-1])
+    if args.rounds > 1:
+        report_rounds(args, rounds)
+    failed = [
+        side
+        for results in rounds
+        for side, r in results.items()
+        if "error" in r or r["completed"] < args.jobs
+    ]
     return 1 if failed else 0
+
+
+def _rates(results: dict) -> dict[str, float]:
+    return {
+        side: r["completed"] / r["elapsed"]
+        for side, r in results.items()
+        if "error" not in r and r["elapsed"]
+    }
+
+
+def report_rounds(args, rounds: list[dict]) -> None:
+    """Every round's jobs/s and ratios, then the medians. One round on this shared machine can
+    be 20% off the next (the same code gave 501 to 660 jobs/s within half an hour): quote the
+    medians. Two ratios are printed, the ratio of the medians and the median of the rounds'
+    ratios; when they differ much, the rounds disagreed."""
+    sides = [side for side in SIDES if side in args.only]
+    rates = [_rates(results) for results in rounds]
+    ratios = [
+        (f"ours/{other}", other)
+        for other in ("procrastinate", "celery")
+        if "ours" in sides and other in sides
+    ]
+    print()
+    print(f"Rounds (jobs/s, N = {args.jobs}; the sides ran in turn: {', '.join(sides)})")
+    header = ["round", *sides, *(name for name, _ in ratios)]
+    print("| " + " | ".join(f"{h:>18}" for h in header) + " |")
+    print("|" + "|".join("-" * 20 for _ in header) + "|")
+
+    def ratio(rate: dict, other: str) -> float | None:
+        if "ours" in rate and rate.get(other):
+            return rate["ours"] / rate[other]
+        return None
+
+    def cell(value: float | None, fmt: str) -> str:
+        return f"{'-' if value is None else format(value, fmt):>18}"
+
+    for number, rate in enumerate(rates, 1):
+        cells = [cell(rate.get(side), ".0f") for side in sides]
+        cells += [cell(ratio(rate, other), ".2f") for _, other in ratios]
+        print(f"| {number:>18} | " + " | ".join(cells) + " |")
+    medians = {
+        side: statistics.median(r[side] for r in rates if side in r)
+        for side in sides
+        if any(side in r for r in rates)
+    }
+    cells = [cell(medians.get(side), ".0f") for side in sides]
+    cells += [cell(ratio(medians, other), ".2f") for _, other in ratios]
+    print(f"| {'median':>18} | " + " | ".join(cells) + " |")
+    for name, other in ratios:
+        per_round = [x for x in (ratio(rate, other) for rate in rates) if x is not None]
+        if per_round:
+            print(
+                f"{name}: {ratio(medians, other) or 0:.2f}x of the medians, "
+                f"{statistics.median(per_round):.2f}x the median of the rounds' ratios"
+            )
 
 
 if __name__ == "__main__":
