@@ -14,7 +14,10 @@ class AttemptOutcome(models.TextChoices):
 
 class ExecutionAttempt(models.Model):
     event_id = models.UUIDField(primary_key=True)
-    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="attempts")
+    # No index of its own: the unique (job, attempt) index serves every lookup by job.
+    job = models.ForeignKey(
+        "jobs.Job", on_delete=models.CASCADE, related_name="attempts", db_index=False
+    )
     attempt = models.PositiveIntegerField()
     trace_id = models.CharField(max_length=64)
     worker_id = models.CharField(max_length=200)

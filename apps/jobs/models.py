@@ -19,7 +19,9 @@ class Job(models.Model):
         help_text='SIMULATION: {"steps": [...]}; TASK: {"task", "args", "kwargs"}; validated on '
         "submission"
     )
-    trace_id = models.CharField(max_length=64, db_index=True)
+    # Indexed in Meta, without the varchar_pattern_ops copy `db_index=True` adds: trace ids are
+    # only ever matched exactly, and the copy cost an index insert per job for no query.
+    trace_id = models.CharField(max_length=64)
     # W3C traceparent of the submitting request when OpenTelemetry is on (apps/core/tracing.py):
     # every attempt's span is its child, so one trace survives retries.
     traceparent = models.CharField(max_length=55, blank=True, default="")
@@ -55,11 +57,13 @@ class Job(models.Model):
             ("submit_high_priority", "Can submit jobs above the priority threshold"),
         ]
         indexes = [
+            # The name the btree had under `db_index=True` (migration 0007 keeps that index).
+            models.Index(fields=["trace_id"], name="jobs_job_trace_id_852c27c3"),
             models.Index(
                 fields=["submitted_by", "unique_key", "-created_at"],
                 name="job_unique_key",
                 condition=models.Q(unique_key__isnull=False),
-            )
+            ),
         ]
         constraints = [
             # One job per (user, key); CLI submissions without a user share one scope.
