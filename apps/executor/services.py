@@ -18,7 +18,7 @@ from django.db import transaction
 from apps.core import metrics
 from apps.executor import ledger
 from apps.executor.models import AttemptOutcome
-from apps.jobs.models import JobType
+from apps.jobs.models import JobType, steps_of
 from apps.scheduler import lifecycle
 from apps.scheduler.dispatch import dispatch_job_now
 
@@ -57,27 +57,26 @@ def attempt_start(
     one statement; `worker_id` is "<host>:<pid>:<thread>", its executor process the part before
     the last colon. None for a stale or duplicate delivery: the fence alone decides — a delivery
     that already started finds its execution RUNNING or finished, or its token cleared."""
-    execution = lifecycle.execution_start(
+    started = lifecycle.execution_start(
         job_id=job_id,
         event_id=event_id,
         worker_id=worker_id.rpartition(":")[0],
         record=ledger.attempt_open_step(event_id=event_id, worker_id=worker_id),
     )
-    if execution is None:
+    if started is None:
         logger.info(
             "delivery %s of job %s is stale or a duplicate (fenced); ignoring it", event_id, job_id
         )
         return None
-    job = execution.job
     return ClaimedAttempt(
         job_id=job_id,
         event_id=event_id,
-        attempt=execution.attempt_count,
-        trace_id=job.trace_id,
-        steps=job.steps,
-        timeout_seconds=job.timeout_seconds,
-        task=job.instruction if job.job_type == JobType.TASK else None,
-        traceparent=job.traceparent,
+        attempt=started.attempt,
+        trace_id=started.trace_id,
+        steps=steps_of(started.instruction),
+        timeout_seconds=started.timeout_seconds,
+        task=started.instruction if started.job_type == JobType.TASK else None,
+        traceparent=started.traceparent,
     )
 
 

@@ -12,6 +12,11 @@ class JobType(models.TextChoices):
     TASK = "TASK", "Python task"  # a registered function run through Django's Tasks API (§13)
 
 
+def steps_of(instruction: dict) -> list[dict]:
+    """A SIMULATION job's steps from its instruction (none for a TASK job)."""
+    return list(instruction.get("steps", []))
+
+
 class Job(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     job_type = models.CharField(max_length=32, choices=JobType.choices, default=JobType.SIMULATION)
@@ -81,4 +86,4 @@ class Job(models.Model):
 
     @property
     def steps(self) -> list[dict]:
-        return list(self.instruction.get("steps", []))
+        return steps_of(self.instruction)

@@ -29,6 +29,7 @@ the database (`DatabaseNow`, read with the row lock), never from this process's 
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from dataclasses import dataclass
@@ -178,8 +179,8 @@ def _worker_move(
     assignments: str,
     params: list,
     steps: list[Step],
-    whole_row: bool = True,
-) -> JobExecution | None:
+    reading: str = "moved.id",
+) -> tuple | None:
     """`_apply` for the worker's start and completion, the two transitions every job makes: one
     statement instead of a transaction of five to seven (apps/scheduler/rows.py). The fence and
     the from-states are its WHERE clause — atomic by itself, as the heartbeat's — and what must
@@ -197,7 +198,7 @@ def _worker_move(
         params=params,
         steps=steps,
         notify=DISPATCH_CHANNEL if frees_a_credit else None,
-        whole_row=whole_row,
+        reading=reading,
     )
     if execution is not None:
         metrics.count_on_commit(metrics.TRANSITIONS.labels(name).inc)
@@ -362,13 +363,31 @@ def _literal(status: str) -> str:
 # --- transitions driven by the worker that holds the fencing token ----------------------------
 
 
+class Started(NamedTuple):
+    """What the executor needs of an execution it has just started (`execution_start`)."""
+
+    attempt: int
+    job_type: str
+    instruction: dict
+    trace_id: str
+    traceparent: str
+    timeout_seconds: int
+
+
+# `Started`'s fields as `execution_move` reads them, then the start's wait for the metric.
+_STARTED_READING = (
+    "moved.attempt_count, j.job_type, j.instruction, j.trace_id, j.traceparent, "
+    "j.timeout_seconds, GREATEST(EXTRACT(EPOCH FROM moved.started_at - moved.dispatched_at), 0)"
+)
+
+
 def execution_start(
     *, job_id: uuid.UUID, event_id: uuid.UUID, worker_id: str, record: Step
-) -> JobExecution | None:
+) -> Started | None:
     """DISPATCHED → RUNNING for the holder of `event_id` on executor `worker_id`, starting the
     attempt's lease, together with `record` (the attempt's row: ledger.attempt_open_step) in
     one statement; None when the token is stale (nothing changes)."""
-    execution = _worker_move(
+    row = _worker_move(
         "start",
         job_id=job_id,
         event_id=event_id,
@@ -376,11 +395,16 @@ def execution_start(
         "attempt_count = e.attempt_count + 1, lease_expires_at = clock.now + %s",
         params=[worker_id, seconds(settings.JOBWEAVER_LEASE_SECONDS)],
         steps=[record],
+        reading=_STARTED_READING,
     )
-    if execution is not None:
-        waited = max((execution.started_at - execution.dispatched_at).total_seconds(), 0.0)
-        metrics.count_on_commit(lambda: metrics.START_WAIT.observe(waited))
-    return execution
+    if row is None:
+        return None
+    *fields, waited = row
+    started = Started(*fields)
+    if isinstance(started.instruction, str):  # jsonb arrives as text, as JSONField reads it
+        started = started._replace(instruction=json.loads(started.instruction))
+    metrics.count_on_commit(lambda: metrics.START_WAIT.observe(float(waited)))
+    return started
 
 
 def execution_heartbeat(*, job_id: uuid.UUID, event_id: uuid.UUID) -> bool:
@@ -430,7 +454,6 @@ def execution_complete(*, job_id: uuid.UUID, event_id: uuid.UUID, record: Step) 
         assignments="finished_at = clock.now, lease_expires_at = NULL, last_error = ''",
         params=[],
         steps=[completed, record],
-        whole_row=False,  # nothing more is needed here
     )
     if execution is None:
         return False
