@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: run test test-unit fuzz lint format bench bench-soak bench-latency bench-backlog bench-transport clean-data
+.PHONY: run test test-unit fuzz lint format bench bench-soak bench-latency bench-backlog bench-transport bench-hot-paths clean-data
 
 run: $(STAMP)
 	infra/run.sh
@@ -78,3 +78,8 @@ clean-data:
 
 bench-transport: $(STAMP)
 	infra/with-stack.sh $(VENV)/bin/python bench/transport_bench.py
+
+# CPU per job of the executor's and the dispatcher's own code, one thread, no Celery loop
+# (bench/hot_paths.py --help): steadier than make bench for comparing two commits.
+bench-hot-paths: $(STAMP)
+	infra/with-stack.sh $(VENV)/bin/python bench/hot_paths.py $(ARGS)

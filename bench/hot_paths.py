@@ -1,0 +1,175 @@
+"""CPU per job of the two hot paths of our own code, without Celery's loop in the way.
+
+    make bench-hot-paths                        (or: infra/with-stack.sh .venv/bin/python
+    make bench-hot-paths ARGS="--profile"        bench/hot_paths.py --help)
+
+`make bench` measures the whole stack, where six processes share two cores and one run can be
+20% off the next: too noisy to see a change of a few percent in one function. This runs each
+path in one thread of this process, one job after another, on the dev PostgreSQL (a database of
+its own, dropped at the end) and Kafka, and prints its CPU and wall time per job, medians of
+--rounds rounds:
+
+- executor: `attempt_execute` (claim DISPATCHED → RUNNING, run one LOG step, record the
+  success with its outbox event) for N jobs dispatched beforehand; what an executor thread does
+  per job, minus Celery's consumer, request and tracer around it.
+- dispatch: `dispatch_due_jobs` in batches of --batch (4, what the scheduler's wake-up claims
+  per dispatch under `make bench`) for N due jobs, to one registered executor with room for all:
+  the lock, the credits, the rules, the claim, its commit and the run_job messages sent and
+  confirmed by Kafka.
+
+Compare runs of this script on two commits, one after the other; --profile prints cProfile's
+top functions of the last round of each path (cProfile slows Python code four- to fivefold, so
+read its shares, not its times).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import statistics
+import time
+import uuid
+
+from common import configure, drop_database, drop_topics
+
+DATABASE = f"jobweaver_bench_hot_{uuid.uuid4().hex[:8]}"
+LOG_JOB = {"jobType": "SIMULATION", "payload": {"steps": [{"action": "LOG", "message": "hot"}]}}
+WORKER = "hot-paths:1"
+
+
+def submit(n: int) -> None:
+    from apps.jobs import services
+    from apps.jobs.validation import parse_batch_request
+
+    for start in range(0, n, 1000):
+        specs = parse_batch_request({"jobs": [LOG_JOB] * min(1000, n - start)})
+        services.job_submit_batch(specs=specs)  # no executor registered: nothing dispatched
+
+
+def register(partitions: int) -> None:
+    from apps.core.kafka import RUN_JOB, topic_name
+    from apps.scheduler import flow
+
+    flow.executor_heartbeat(
+        worker_id=WORKER,
+        queues=[topic_name(RUN_JOB)],
+        slots=10**6,
+        partitions=list(range(partitions)),
+        joined=False,
+    )
+
+
+def measured(run, n: int, profile: cProfile.Profile | None) -> tuple[float, float]:
+    """CPU and wall milliseconds per job of `run()`, which handles n jobs."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    if profile is not None:
+        profile.enable()
+    run()
+    if profile is not None:
+        profile.disable()
+    return (time.process_time() - cpu) * 1000 / n, (time.perf_counter() - wall) * 1000 / n
+
+
+def executor_round(n: int, profile) -> tuple[float, float]:
+    from django.db import transaction
+
+    from apps.executor.runner import attempt_execute
+    from apps.scheduler import lifecycle
+
+    submit(n)
+    claims = []
+    while len(claims) < n:
+        with transaction.atomic():
+            batch = lifecycle.executions_claim(limit=50, workers=[WORKER] * 50)
+        if not batch:
+            raise RuntimeError(f"only {len(claims)} of {n} jobs could be claimed")
+        claims.extend(batch)
+
+    def run() -> None:
+        for claim in claims:
+            if attempt_execute(job_id=claim.job_id, event_id=claim.event_id) != "SUCCESS":
+                raise RuntimeError(f"job {claim.job_id} did not succeed")
+
+    return measured(run, n, profile)
+
+
+def dispatch_round(n: int, batch: int, profile) -> tuple[float, float]:
+    from django.conf import settings
+
+    from apps.scheduler import flow
+    from apps.scheduler.dispatch import dispatch_due_jobs
+
+    flow.executor_deregister(worker_id=WORKER)  # the submit's fast path must not dispatch
+    submit(n)
+    register(settings.JOBWEAVER_RUN_JOB_PARTITIONS)
+    sent: list = []
+
+    def run() -> None:
+        sent.extend(dispatch_due_jobs(batch_size=batch))  # batch after batch until none is due
+
+    result = measured(run, n, profile)
+    flow.executor_deregister(worker_id=WORKER)
+    if len(sent) != n:
+        raise RuntimeError(f"dispatched {len(sent)} of {n} jobs")
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--jobs", "-n", type=int, default=2000, help="jobs per round (2000)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per path (3)")
+    parser.add_argument("--batch", type=int, default=4, help="jobs per dispatch (4)")
+    parser.add_argument("--profile", action="store_true", help="cProfile the last round")
+    args = parser.parse_args()
+    # The executor logs at INFO as deployed: its log lines are part of its cost per job.
+    configure(database=DATABASE, DJANGO_DEBUG="0", DJANGO_SECRET_KEY="bench-" + DATABASE)
+    import logging
+
+    from apps.scheduler.dispatch import warm_up_publisher
+    from tests.stack import LOG_DIR
+
+    # Into a file, as a deployed executor's lines go to a file or a pipe, not a terminal.
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    log = open(LOG_DIR / f"{DATABASE}.log", "a")  # noqa: SIM115 - open for the whole run
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.StreamHandler):
+            handler.setStream(log)
+    logging.getLogger().setLevel(logging.INFO)
+
+    warm_up_publisher()
+    try:
+        paths = {
+            "executor": lambda profile: executor_round(args.jobs, profile),
+            "dispatch": lambda profile: dispatch_round(args.jobs, args.batch, profile),
+        }
+        for name, run in paths.items():
+            run(None)  # warm-up: connections, prepared statements, the producer
+            profile = None
+            results = []
+            for number in range(args.rounds):
+                last = number == args.rounds - 1
+                profile = cProfile.Profile(time.process_time) if args.profile and last else None
+                results.append(run(profile))
+            cpu = statistics.median(r[0] for r in results)
+            wall = statistics.median(r[1] for r in results)
+            print(
+                f"{name:<8} CPU {cpu:.3f} ms/job, wall {wall:.3f} ms/job (medians of "
+                f"{args.rounds} rounds of {args.jobs} jobs; CPU per round "
+                + ", ".join(f"{r[0]:.3f}" for r in results)
+                + ")",
+                flush=True,
+            )
+            if profile is not None:
+                pstats.Stats(profile).sort_stats("tottime").print_stats(20)
+    finally:
+        from django.db import connections
+
+        drop_topics(os.environ["JOBWEAVER_KAFKA_TOPIC_PREFIX"])
+        connections.close_all()
+        drop_database(DATABASE)
+
+
+if __name__ == "__main__":
+    main()
