@@ -22,6 +22,7 @@ from apps.core import metrics
 from apps.core.db import (
     DatabaseNow,
     assert_in_transaction,
+    this_connection,
     update_rows,
     update_statement,
 )
@@ -38,12 +39,11 @@ def attempt_open_step(*, event_id: uuid.UUID, worker_id: str) -> tuple[str, list
     started, with its job's trace id and step count; every other field its model default."""
     given = {"event_id": event_id, "worker_id": worker_id}
     sql, from_params = _open_step_statement()
-    params = [
-        field.get_db_prep_save(
-            given[field.name] if field.name in given else field.get_default(), connection
-        )
-        for field in from_params
-    ]
+    db = this_connection()
+    params = []
+    for field in from_params:
+        value = given[field.name] if field.name in given else field.get_default()
+        params.append(field.get_db_prep_save(value, db))
     return sql, params
 
 

@@ -18,7 +18,7 @@ import time
 
 from django.db import connection, transaction
 
-from apps.core.db import DATABASE_UNAVAILABLE, insert_row
+from apps.core.db import DATABASE_UNAVAILABLE, insert_row, this_connection
 from apps.core.kafka import event_producer, topic_name
 from apps.outbox.models import OutboxEvent
 
@@ -50,12 +50,12 @@ def outbox_enqueue_step(
     the relay (`relay_after_commit`) once the statement went through."""
     event = OutboxEvent(topic=topic, key="", payload={})
     sql, given = _enqueue_step_statement(key, payload, trace_id, from_sql)
-    arguments = []
+    arguments, db = [], this_connection()
     for field in given:
         if field is None:  # the payload's place
             arguments.extend(params)
         else:
-            arguments.append(field.get_db_prep_save(field.pre_save(event, True), connection))
+            arguments.append(field.get_db_prep_save(field.pre_save(event, True), db))
     return sql, arguments
 
 
