@@ -241,19 +241,26 @@ def latency_stats(since: datetime) -> dict:
                        (ORDER BY extract(epoch FROM e.started_at - j.created_at)),
                    percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP
                        (ORDER BY extract(epoch FROM e.finished_at - j.created_at)),
-                   max(j.created_at)
+                   max(j.created_at),
+                   sum(extract(epoch FROM e.finished_at - e.started_at)),
+                   extract(epoch FROM max(e.finished_at) - min(e.started_at)),
+                   avg(extract(epoch FROM e.started_at - e.dispatched_at))
             FROM jobs_job j JOIN scheduler_jobexecution e ON e.job_id = j.id
             WHERE j.created_at >= %s AND e.status = 'COMPLETED'
             """,
             [since],
         )
-        completed, last, running, done, last_created = cursor.fetchone()
+        completed, last, running, done, last_created, busy, span, waited = cursor.fetchone()
     return {
         "completed": completed,
         "last": last,
         "last_created": last_created,
         "running": [x * 1000 for x in running or []],
         "completed_ms": [x * 1000 for x in done or []],
+        # Attempts in progress on average (started_at → finished_at summed over the span), and
+        # how long a delivery waited in the executor for a free thread.
+        "busy_slots": float(busy) / float(span) if busy and span else 0.0,
+        "dispatched_to_started_ms": float(waited or 0) * 1000,
     }
 
 
@@ -769,6 +776,12 @@ def report(args, results: dict) -> None:
         print("JobWeaver latency (ms, database times: job created_at → started_at / finished_at)")
         print(f"  submit→RUNNING   p50 / p95 / p99: {pct(ours['running'])}")
         print(f"  submit→COMPLETED p50 / p95 / p99: {pct(ours['completed_ms'])}")
+        print(
+            f"  attempts in progress on average: {ours['busy_slots']:.2f} of "
+            f"{args.executors * args.threads} threads (each attempt from its start to its "
+            f"finish on the database clock); a delivery waited "
+            f"{ours['dispatched_to_started_ms']:.1f} ms on average from dispatch to its start"
+        )
         parts = ours["first_job_parts"]
         print(
             f"  first job after the web started, submit→RUNNING: {ours['first_job_ms']:.0f} = "
