@@ -63,6 +63,12 @@ def current_traceparent() -> str:
 def span_under(traceparent: str, name: str, attributes: dict | None = None):
     """A span that is a child of `traceparent` (a job's submit), current while the block
     runs; a root span when the traceparent is empty."""
+    if not traceparent and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        # Tracing off and no trace to continue: the span would be the invalid one anyway, so
+        # skip making it current (about 4% of the executor's own CPU per job). A job with a
+        # traceparent still carries it into the attempt's context, for tasks it enqueues.
+        yield trace.INVALID_SPAN
+        return
     context = propagate.extract({"traceparent": traceparent}) if traceparent else None
     tracer = trace.get_tracer("jobweaver")
     with tracer.start_as_current_span(name, context=context, attributes=attributes or {}) as span:
