@@ -162,7 +162,9 @@ def main() -> None:
                 flush=True,
             )
             if profile is not None:
-                pstats.Stats(profile).sort_stats("tottime").print_stats(20)
+                stats = pstats.Stats(profile)
+                stats.sort_stats("tottime").print_stats(20)
+                stats.sort_stats("cumulative").print_stats(r"apps/|logging/__init__|tracing", 30)
     finally:
         from django.db import connections
 
