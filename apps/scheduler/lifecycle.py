@@ -308,15 +308,17 @@ def executions_claim(
             [a.count for a in rules.allowances],
             [a.precedence for a in rules.allowances],
         ]
-    params += [workers or [], settings.JOBWEAVER_DISPATCH_TIMEOUT_SECONDS]
+    params.append(workers or [])
+    dispatch_lease = float(settings.JOBWEAVER_DISPATCH_TIMEOUT_SECONDS)
     table = JobExecution._meta.db_table
     jobs = JobExecution._meta.get_field("job").related_model._meta.db_table
-    # The statuses (the transition table's constants) and the limit (an int) are written into
-    # the SQL rather than passed. With them as parameters PostgreSQL kept making a custom plan
-    # for the prepared statement and planned every claim: 0.2 ms a call, as long as running
-    # it (pg_stat_statements under make bench: 0.2 -> 0.02 ms). Now each limit is a statement
-    # of its own with one plan: at most JOBWEAVER_DISPATCH_BATCH_SIZE of them (50), within
-    # psycopg's 100 prepared statements per connection.
+    # The statuses (the transition table's constants), the limit (an int) and the dispatch
+    # lease (a setting) are written into the SQL rather than passed. With them as parameters
+    # PostgreSQL kept making a custom plan for the prepared statement and planned every claim:
+    # 0.2 ms a call, as long as running it (pg_stat_statements under make bench: 0.2 -> 0.02
+    # ms). Now each limit is a statement of its own with one plan: at most
+    # JOBWEAVER_DISPATCH_BATCH_SIZE of them (50), within psycopg's 100 prepared statements per
+    # connection.
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
@@ -337,7 +339,7 @@ def executions_claim(
                 current_event_id = gen_random_uuid(),
                 worker_id = COALESCE((%s::text[])[numbered.n], e.worker_id),
                 dispatched_at = clock_timestamp(),
-                lease_expires_at = clock_timestamp() + make_interval(secs => %s),
+                lease_expires_at = clock_timestamp() + make_interval(secs => {dispatch_lease!r}),
                 version = e.version + 1,
                 updated_at = clock_timestamp()
             FROM numbered, {jobs} AS j WHERE e.id = numbered.id AND j.id = e.job_id
