@@ -320,6 +320,20 @@ def executions_claim(
     # JOBWEAVER_DISPATCH_BATCH_SIZE of them (50), within psycopg's 100 prepared statements per
     # connection.
     with connection.cursor() as cursor:
+        if job_ids is None:
+            # Read the line in the order of execution_due_work and stop at the limit. Planned
+            # while the statistics still said the table was nearly empty (a fresh database, or
+            # a quiet queue before a burst), the claim took a plan that read every due row
+            # through a bitmap scan and sorted them all for the first few: 2-5 ms a claim with
+            # 5,000 waiting (auto_explain under make bench), growing with the backlog. Without
+            # bitmap scans the index order is the plan; and as the statistics cannot change it
+            # any more, one plan per statement is kept rather than one made per call. For this
+            # transaction only (it ends with the claim); the fast path's claim of a few job
+            # ids keeps its plans.
+            cursor.execute(
+                "SELECT set_config('enable_bitmapscan', 'off', true), "
+                "set_config('plan_cache_mode', 'force_generic_plan', true)"
+            )
         cursor.execute(
             f"""
             WITH due AS (
