@@ -189,7 +189,7 @@ def _worker_move(
     transition = TRANSITIONS[name]
     assert transition.fenced and Actor.WORKER in transition.actors, name
     frees_a_credit = bool(transition.sources & IN_FLIGHT) and transition.target not in IN_FLIGHT
-    execution = rows.execution_move(
+    row = rows.execution_move(
         job_id=job_id,
         event_id=event_id,
         sources=transition.sources,
@@ -200,9 +200,9 @@ def _worker_move(
         notify=DISPATCH_CHANNEL if frees_a_credit else None,
         reading=reading,
     )
-    if execution is not None:
+    if row is not None:
         metrics.count_on_commit(metrics.TRANSITIONS.labels(name).inc)
-    return execution
+    return row
 
 
 # --- submission and dispatch ----------------------------------------------------------------

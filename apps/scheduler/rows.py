@@ -7,7 +7,8 @@ become model instances through `Model.from_db` (with each field's database conve
 ORM applies them), and values are prepared by each field's `get_db_prep_save`: the same rows,
 the same instances, the same values as `select_for_update(...).first()` and
 `save(update_fields=...)`, without the compile (apps/core/db.py does the same for inserts and
-updates).
+updates). The worker's start and completion (`execution_move`) read back only the values their
+caller names, not instances.
 """
 
 from __future__ import annotations
@@ -122,8 +123,8 @@ def execution_move(
     `moved` and its job `j`; None (nothing written) when the fence or the status refuses it.
 
     Only what the caller names is read back, as plain values: the start once read the
-    execution's and its job's forty columns and built two model instances from them, a tenth
-    of the executor's own CPU per job, to use seven of them."""
+    execution's and its job's forty columns and built two model instances from them, about a
+    fifth of the executor's own CPU per job, to use seven of them."""
     arguments = [target, *params, job_id, event_id, sorted(sources)]
     for _, step_params in steps:
         arguments.extend(step_params)
