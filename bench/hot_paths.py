@@ -146,7 +146,6 @@ def main() -> None:
         }
         for name, run in paths.items():
             run(None)  # warm-up: connections, prepared statements, the producer
-            profile = None
             results = []
             for number in range(args.rounds):
                 last = number == args.rounds - 1

@@ -73,8 +73,10 @@ def executor_deregister(*, worker_id: str) -> None:
     ExecutorRegistration.objects.filter(worker_id=worker_id).delete()
 
 
-def _live_filter_sql() -> str:
-    return "heartbeat_at > clock_timestamp() - make_interval(secs => %s)"
+def _live_filter_sql(ttl_seconds: float | None = None) -> str:
+    """What "live" means, on the database clock: the TTL as a parameter, or written in."""
+    ttl = "%s" if ttl_seconds is None else repr(float(ttl_seconds))
+    return f"heartbeat_at > clock_timestamp() - make_interval(secs => {ttl})"
 
 
 def live_executors() -> list[ExecutorRegistration]:
@@ -125,7 +127,7 @@ def _credits_sql(prefetch: int, ttl_seconds: float, queue: str) -> str:
                              '{ExecutionStatus.RUNNING.value}')
             GROUP BY worker_id
         ) f USING (worker_id)
-        WHERE r.heartbeat_at > clock_timestamp() - make_interval(secs => {float(ttl_seconds)!r})
+        WHERE r.{_live_filter_sql(ttl_seconds)}
           AND r.queues ? {quoted_queue}
           AND jsonb_array_length(r.partitions) > 0
         ORDER BY r.worker_id
