@@ -17,6 +17,8 @@ import uuid
 from typing import Any
 
 from django.db import connection
+from django.db.models.fields import NOT_PROVIDED
+from psycopg import sql
 
 from apps.core import metrics
 from apps.core.db import (
@@ -37,15 +39,15 @@ def attempt_open_step(*, event_id: uuid.UUID, worker_id: str) -> tuple[str, list
     """Open the attempt of a delivery, as a step of the statement that starts its execution
     (lifecycle.execution_start): numbered by the execution's new attempt count, started when it
     started, with its job's trace id and step count; every other field its model default."""
-    given = {"event_id": event_id, "worker_id": worker_id}
-    sql, from_params = _open_step_statement()
     db = this_connection()
-    params = []
-    for field in from_params:
-        value = given[field.name] if field.name in given else field.get_default()
-        params.append(field.get_db_prep_save(value, db))
-    return sql, params
+    return _open_step_statement(), [
+        _EVENT_ID.get_db_prep_save(event_id, db),
+        _WORKER_ID.get_db_prep_save(worker_id, db),
+    ]
 
+
+_EVENT_ID = ExecutionAttempt._meta.get_field("event_id")
+_WORKER_ID = ExecutionAttempt._meta.get_field("worker_id")
 
 # The attempt's fields that `attempt_open_step` takes from the started execution and its job.
 _OPENED_FROM_MOVED = {
@@ -58,23 +60,36 @@ _OPENED_FROM_MOVED = {
 
 
 @functools.cache
-def _open_step_statement() -> tuple[str, list]:
-    """`attempt_open_step`'s SQL, built once, and the fields its parameters fill, in order."""
-    meta, qn = ExecutionAttempt._meta, connection.ops.quote_name
-    columns, expressions, from_params = [], [], []
+def _open_step_statement() -> str:
+    """`attempt_open_step`'s SQL, built once: its parameters are the event id and the worker
+    id, in column order; every other field's model default is written into the text as a
+    literal (the same for every attempt: adapting them per call was a tenth of the executor's
+    own CPU)."""
+    meta, qn, db = ExecutionAttempt._meta, connection.ops.quote_name, this_connection()
+    columns, expressions = [], []
     for field in meta.concrete_fields:
         columns.append(qn(field.column))
         if field.name in _OPENED_FROM_MOVED:
             expressions.append(_OPENED_FROM_MOVED[field.name])
-        else:
+        elif field in (_EVENT_ID, _WORKER_ID):
             expressions.append("%s")
-            from_params.append(field)
+        else:
+            expressions.append(_default_literal(field, db))
     jobs = qn(meta.get_field("job").related_model._meta.db_table)
-    sql = (
+    return (
         f"INSERT INTO {qn(meta.db_table)} ({', '.join(columns)}) "
         f"SELECT {', '.join(expressions)} FROM moved JOIN {jobs} j ON j.id = moved.job_id"
     )
-    return sql, from_params
+
+
+def _default_literal(field, db) -> str:
+    """A field's model default, prepared for the database, as an SQL literal of its type. Only
+    for defaults that are the same on every call (a constant, or an empty list or dict)."""
+    default = field.default
+    if default is not NOT_PROVIDED and callable(default) and default not in (list, dict):
+        raise ValueError(f"{field.name}'s default is not a constant")
+    value = field.get_db_prep_save(field.get_default(), db)
+    return f"{sql.Literal(value).as_string(db.connection)}::{field.db_type(db)}"
 
 
 def attempt_progress(

@@ -312,6 +312,7 @@ def executions_claim(
     dispatch_lease = float(settings.JOBWEAVER_DISPATCH_TIMEOUT_SECONDS)
     table = JobExecution._meta.db_table
     jobs = JobExecution._meta.get_field("job").related_model._meta.db_table
+    waiting, target = rows.status_literal(source), rows.status_literal(transition.target)
     # The statuses (the transition table's constants), the limit (an int) and the dispatch
     # lease (a setting) are written into the SQL rather than passed. With them as parameters
     # PostgreSQL kept making a custom plan for the prepared statement and planned every claim:
@@ -338,7 +339,7 @@ def executions_claim(
             f"""
             WITH due AS (
                 SELECT id, priority, next_run_at, concurrency_key FROM {table}
-                WHERE status = {_literal(source)} AND next_run_at <= {due_by_sql} {scan_filters}
+                WHERE status = {waiting} AND next_run_at <= {due_by_sql} {scan_filters}
                 ORDER BY priority DESC, next_run_at
                 LIMIT {int(limit)}
                 FOR UPDATE SKIP LOCKED
@@ -349,7 +350,7 @@ def executions_claim(
                 FROM due {"JOIN allowed USING (id)" if rules.allowances else ""}
             )
             UPDATE {table} AS e
-            SET status = {_literal(transition.target)},
+            SET status = {target},
                 current_event_id = gen_random_uuid(),
                 worker_id = COALESCE((%s::text[])[numbered.n], e.worker_id),
                 dispatched_at = clock_timestamp(),
@@ -362,18 +363,13 @@ def executions_claim(
             """,
             params,
         )
-        rows = cursor.fetchall()
-    rows.sort()
-    metrics.count_on_commit(lambda: metrics.TRANSITIONS.labels("dispatch").inc(len(rows)))
+        claimed = cursor.fetchall()
+    claimed.sort()
+    metrics.count_on_commit(lambda: metrics.TRANSITIONS.labels("dispatch").inc(len(claimed)))
     return [
         Claim(job_id, event_id, trace_id, float(waited))
-        for _, job_id, event_id, trace_id, waited in rows
+        for _, job_id, event_id, trace_id, waited in claimed
     ]
-
-
-def _literal(status: str) -> str:
-    """A status as an SQL literal (only the enum's own values, never input)."""
-    return f"'{ExecutionStatus(status).value}'"
 
 
 # --- transitions driven by the worker that holds the fencing token ----------------------------
