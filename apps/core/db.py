@@ -11,7 +11,8 @@ from datetime import timedelta
 from typing import TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connection, connections
-from django.db.models import DateTimeField, Func
+from django.db.models import NOT_PROVIDED, DateTimeField, Func
+from psycopg import sql
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +100,19 @@ def this_connection():
     and `.features` for each value: eighteen values per job on the executor's path made that
     lookup a noticeable part of its CPU. Never keep the result beyond the current call."""
     return connections[DEFAULT_DB_ALIAS]
+
+
+def default_literal(field) -> str:
+    """A model field's default, prepared for the database, as an SQL literal of its column
+    type: for statements built once whose defaults are the same on every call. Only constants
+    and empty containers (`default=list`) qualify; a per-call default (uuid4, now) raises."""
+    default = field.default
+    if default is not NOT_PROVIDED and callable(default) and default not in (list, dict):
+        raise ValueError(f"{field.name}'s default is not a constant")
+    db = this_connection()
+    db.ensure_connection()
+    value = field.get_db_prep_save(field.get_default(), db)
+    return f"{sql.Literal(value).as_string(db.connection)}::{field.db_type(db)}"
 
 
 def insert_row(instance) -> None:

@@ -17,13 +17,12 @@ import uuid
 from typing import Any
 
 from django.db import connection
-from django.db.models.fields import NOT_PROVIDED
-from psycopg import sql
 
 from apps.core import metrics
 from apps.core.db import (
     DatabaseNow,
     assert_in_transaction,
+    default_literal,
     this_connection,
     update_rows,
     update_statement,
@@ -65,7 +64,7 @@ def _open_step_statement() -> str:
     id, in column order; every other field's model default is written into the text as a
     literal (the same for every attempt: adapting them per call was a tenth of the executor's
     own CPU)."""
-    meta, qn, db = ExecutionAttempt._meta, connection.ops.quote_name, this_connection()
+    meta, qn = ExecutionAttempt._meta, connection.ops.quote_name
     columns, expressions = [], []
     for field in meta.concrete_fields:
         columns.append(qn(field.column))
@@ -74,22 +73,12 @@ def _open_step_statement() -> str:
         elif field in (_EVENT_ID, _WORKER_ID):
             expressions.append("%s")
         else:
-            expressions.append(_default_literal(field, db))
+            expressions.append(default_literal(field))
     jobs = qn(meta.get_field("job").related_model._meta.db_table)
     return (
         f"INSERT INTO {qn(meta.db_table)} ({', '.join(columns)}) "
         f"SELECT {', '.join(expressions)} FROM moved JOIN {jobs} j ON j.id = moved.job_id"
     )
-
-
-def _default_literal(field, db) -> str:
-    """A field's model default, prepared for the database, as an SQL literal of its type. Only
-    for defaults that are the same on every call (a constant, or an empty list or dict)."""
-    default = field.default
-    if default is not NOT_PROVIDED and callable(default) and default not in (list, dict):
-        raise ValueError(f"{field.name}'s default is not a constant")
-    value = field.get_db_prep_save(field.get_default(), db)
-    return f"{sql.Literal(value).as_string(db.connection)}::{field.db_type(db)}"
 
 
 def attempt_progress(

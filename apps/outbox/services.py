@@ -18,7 +18,7 @@ import time
 
 from django.db import connection, transaction
 
-from apps.core.db import DATABASE_UNAVAILABLE, insert_row, this_connection
+from apps.core.db import DATABASE_UNAVAILABLE, default_literal, insert_row
 from apps.core.kafka import event_producer, topic_name
 from apps.outbox.models import OutboxEvent
 
@@ -48,40 +48,35 @@ def outbox_enqueue_step(
     event whose key, payload (jsonb) and trace id are SQL expressions over `from_sql`, the rows
     of that statement it follows; `params` fill the payload's placeholders. The caller wakes
     the relay (`relay_after_commit`) once the statement went through."""
-    event = OutboxEvent(topic=topic, key="", payload={})
-    sql, given = _enqueue_step_statement(key, payload, trace_id, from_sql)
-    arguments, db = [], this_connection()
-    for field in given:
-        if field is None:  # the payload's place
-            arguments.extend(params)
-        else:
-            arguments.append(field.get_db_prep_save(field.pre_save(event, True), db))
-    return sql, arguments
+    return _enqueue_step_statement(key, payload, trace_id, from_sql), [topic, *params]
 
 
 @functools.lru_cache(maxsize=16)
-def _enqueue_step_statement(
-    key: str, payload: str, trace_id: str, from_sql: str
-) -> tuple[str, list]:
-    """`outbox_enqueue_step`'s SQL, built once per shape, and in parameter order the fields
-    whose values it takes (None where the payload's parameters go)."""
-    expressions = {"key": key, "payload": payload, "trace_id": trace_id}
+def _enqueue_step_statement(key: str, payload: str, trace_id: str, from_sql: str) -> str:
+    """`outbox_enqueue_step`'s SQL, built once per shape. Its parameters are the topic, then
+    the payload's; the event's id and creation time come from the database (a new UUID, its
+    clock), and the other fields' defaults are literals of the text: building a model instance
+    and adapting its values per call was a tenth of the executor's own CPU."""
+    expressions = {
+        "key": key,
+        "payload": payload,
+        "trace_id": trace_id,
+        "topic": "%s",
+        "id": "gen_random_uuid()",
+        "created_at": "clock_timestamp()",
+    }
     qn = connection.ops.quote_name
-    columns, values, given = [], [], []
+    columns, values = [], []
     for field in OutboxEvent._meta.concrete_fields:
         columns.append(qn(field.column))
         if field.name in expressions:
             values.append(expressions[field.name])
-            if field.name == "payload":
-                given.append(None)
         else:
-            values.append("%s")
-            given.append(field)
-    sql = (
+            values.append(default_literal(field))
+    return (
         f"INSERT INTO {qn(OutboxEvent._meta.db_table)} ({', '.join(columns)}) "
         f"SELECT {', '.join(values)} {from_sql}"
     )
-    return sql, given
 
 
 def outbox_enqueue_many(*, topic: str, events: list[tuple[str, dict, str]]) -> int:
