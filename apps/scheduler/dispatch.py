@@ -187,18 +187,13 @@ def _publish(deliveries: list[Delivery], publish: Publisher) -> None:
     for delivery in deliveries:
         if delivery.waited_seconds is not None:
             metrics.DISPATCH_WAIT.observe(delivery.waited_seconds)
-    # A line per job at DEBUG: at INFO it was a seventh of the dispatcher's CPU under load
-    # (`make bench-hot-paths`), and the executor's line for the attempt's outcome, with the
-    # same trace id, says what an operator needs; dispatched_at is on the execution.
-    if logger.isEnabledFor(logging.DEBUG):
-        for delivery in deliveries:
-            with log_context(trace_id=delivery.trace_id, job_id=delivery.job_id):
-                logger.debug(
-                    "job %s dispatched: delivery %s on partition %s",
-                    delivery.job_id,
-                    delivery.event_id,
-                    delivery.partition,
-                )
+        with log_context(trace_id=delivery.trace_id, job_id=delivery.job_id):
+            logger.info(
+                "job %s dispatched: delivery %s on partition %s",
+                delivery.job_id,
+                delivery.event_id,
+                delivery.partition,
+            )
 
 
 _last_no_executor_log = 0.0
