@@ -80,6 +80,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="threads per executor = JOBWEAVER_EXECUTOR_CONCURRENCY (default 4)",
     )
     parser.add_argument(
+        "--prefetch",
+        type=int,
+        default=None,
+        help="JOBWEAVER_DISPATCH_PREFETCH of our stack: deliveries per executor thread "
+        "(default: the setting's own, 2)",
+    )
+    parser.add_argument(
         "--workers",
         type=int,
         default=1,
@@ -127,6 +134,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         parser.error(f"unknown side(s) {sorted(unknown)}")
     if args.concurrency is None:
         args.concurrency = args.threads
+    if args.prefetch is not None and args.prefetch < 1:
+        parser.error("--prefetch must be at least 1")
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
     if not 1 <= args.per_request <= 1000:
@@ -737,10 +746,13 @@ def pct(values: list[float]) -> str:
 
 
 def report(args, results: dict) -> None:
+    from django.conf import settings
+
     n = args.jobs
     print()
     print(
-        f"N = {n} jobs; JobWeaver: {args.executors} executor(s) x {args.threads} threads, "
+        f"N = {n} jobs; JobWeaver: {args.executors} executor(s) x {args.threads} threads "
+        f"(prefetch {settings.JOBWEAVER_DISPATCH_PREFETCH}), "
         f"web {args.web_workers} gunicorn workers x {args.web_threads} threads, "
         f"{args.clients} HTTP clients x {args.per_request} jobs/request; "
         f"stock Celery and procrastinate: {args.workers} worker(s), concurrency "
@@ -847,6 +859,8 @@ def main(argv: list[str]) -> int:
         "JOBWEAVER_EXECUTOR_CONCURRENCY": str(args.threads),
         "DJANGO_DEBUG": "1" if args.debug else "0",
     }
+    if args.prefetch is not None:
+        overrides["JOBWEAVER_DISPATCH_PREFETCH"] = str(args.prefetch)
     if not args.debug:
         overrides["DJANGO_SECRET_KEY"] = "bench-only-" + uuid.uuid4().hex
     configure(database=OURS_DB, **overrides)
