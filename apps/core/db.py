@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connection, connections
 from django.db.models import NOT_PROVIDED, DateTimeField, Func
-from psycopg import sql
+from psycopg.sql import Literal
 
 logger = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ def default_literal(field) -> str:
     db = this_connection()
     db.ensure_connection()
     value = field.get_db_prep_save(field.get_default(), db)
-    return f"{sql.Literal(value).as_string(db.connection)}::{field.db_type(db)}"
+    return f"{Literal(value).as_string(db.connection)}::{field.db_type(db)}"
 
 
 def insert_row(instance) -> None:
