@@ -26,6 +26,7 @@ from django.db import connection
 from apps.core.db import assert_in_transaction
 from apps.core.kafka import RUN_JOB, topic_name
 from apps.scheduler.models import ExecutionStatus, ExecutorRegistration, JobExecution
+from apps.scheduler.rows import status_literal
 
 DISPATCH_CHANNEL = "jobweaver_dispatch"
 # One dispatcher at a time, cluster-wide: credits are counted and spent under this lock.
@@ -123,8 +124,8 @@ def _credits_sql(prefetch: int, ttl_seconds: float, queue: str) -> str:
         FROM {registrations} r
         LEFT JOIN (
             SELECT worker_id, count(*) AS in_flight FROM {executions}
-            WHERE status IN ('{ExecutionStatus.DISPATCHED.value}',
-                             '{ExecutionStatus.RUNNING.value}')
+            WHERE status IN ({status_literal(ExecutionStatus.DISPATCHED)},
+                             {status_literal(ExecutionStatus.RUNNING)})
             GROUP BY worker_id
         ) f USING (worker_id)
         WHERE r.{_live_filter_sql(ttl_seconds)}

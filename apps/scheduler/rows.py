@@ -135,7 +135,7 @@ def execution_move(
         notify,
         reading,
         target,
-        tuple(sorted(sources)),
+        sources,
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, arguments)
@@ -152,7 +152,7 @@ def _move_statement(
     notify: str | None,
     reading: str,
     target: str,
-    sources: tuple[str, ...],
+    sources: frozenset[str],
 ) -> str:
     """`execution_move`'s SQL. Built once per shape: the text is the same for every job (only
     the parameters differ), and building it anew was a tenth of the executor's CPU. The
@@ -161,7 +161,7 @@ def _move_statement(
     twentieth of the executor's own CPU."""
     qn = connection.ops.quote_name
     table, jobs = qn(JobExecution._meta.db_table), qn(_job_model()._meta.db_table)
-    statuses = ", ".join(status_literal(status) for status in sources)
+    statuses = ", ".join(status_literal(status) for status in sorted(sources))
     ctes = [
         "clock AS MATERIALIZED (SELECT clock_timestamp() AS now)",
         f"moved AS (UPDATE {table} e SET status = {status_literal(target)}, "

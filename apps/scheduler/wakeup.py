@@ -25,6 +25,7 @@ from django.db import connection
 from apps.scheduler.dispatch import dispatch_due_jobs
 from apps.scheduler.flow import DISPATCH_CHANNEL
 from apps.scheduler.models import ExecutionStatus, JobExecution
+from apps.scheduler.rows import status_literal
 
 logger = logging.getLogger(__name__)
 
@@ -130,9 +131,10 @@ def seconds_until_due(listener: psycopg.Connection) -> float | None:
     """Seconds until the earliest PENDING execution falls due (negative: overdue), on the
     database clock; None when nothing waits. One index lookup (execution_pending_due)."""
     # The status in the text, not a parameter: the prepared statement is then planned once.
+    pending = status_literal(ExecutionStatus.PENDING)
     row = listener.execute(
         f"SELECT EXTRACT(EPOCH FROM min(next_run_at) - clock_timestamp()) "
-        f"FROM {JobExecution._meta.db_table} WHERE status = '{ExecutionStatus.PENDING.value}'"
+        f"FROM {JobExecution._meta.db_table} WHERE status = {pending}"
     ).fetchone()
     return None if row[0] is None else float(row[0])
 
