@@ -304,6 +304,34 @@ def server_pids() -> dict[str, list[int]]:
     return found
 
 
+class CpuMeter:
+    """CPU seconds each role used between `start` and `stop`: the processes named in `roles`
+    (name -> (pid, count its direct children too)), the shared PostgreSQL and Kafka servers, and
+    this script (the load: HTTP clients, publishers, and the children it waited for). A role
+    named "name:i" is summed under "name"."""
+
+    def __init__(self, roles: dict[str, tuple[int, bool]]):
+        self.roles = dict(roles)
+        for name, pids in server_pids().items():
+            for i, pid in enumerate(pids):
+                self.roles[f"{name}:{i}"] = (pid, False)
+        self.roles["this script"] = (os.getpid(), False)
+        self.before: dict[str, float] = {}
+
+    def _read(self) -> dict[str, float]:
+        return {k: cpu_seconds(pid, with_children=c) for k, (pid, c) in self.roles.items()}
+
+    def start(self) -> None:
+        self.before = self._read()
+
+    def stop(self) -> dict[str, float]:
+        used: dict[str, float] = {}
+        for key, value in self._read().items():
+            role = key.split(":")[0]
+            used[role] = used.get(role, 0) + value - self.before[key]
+        return used
+
+
 class Bar:
     """Rich progress bars on stderr, one per `add` (bench/requirements.txt); plain lines every
     5 s without rich."""

@@ -45,14 +45,13 @@ from pathlib import Path
 from common import (
     ROOT,
     Bar,
+    CpuMeter,
     api_token,
     configure,
-    cpu_seconds,
     drop_database,
     drop_topics,
     running_stack,
     running_web,
-    server_pids,
 )
 
 BENCH_VENV = ROOT / ".cache" / "bench-venv"
@@ -396,13 +395,8 @@ def run_ours(args, bar: Bar) -> dict:
             time.sleep(1)
         before = db_activity()
         baseline = execution_counts()
-        cpu_roles = {p.name: (p.pid, False) for p in processes}
-        cpu_roles["web"] = (web.pid, True)
-        for name, pids in server_pids().items():
-            for i, pid in enumerate(pids):
-                cpu_roles[f"{name}:{i}"] = (pid, False)
-        cpu_roles["this script"] = (os.getpid(), False)
-        cpu_before = {k: cpu_seconds(pid, with_children=c) for k, (pid, c) in cpu_roles.items()}
+        meter = CpuMeter({**{p.name: (p.pid, False) for p in processes}, "web": (web.pid, True)})
+        meter.start()
         result["load_start"] = load()
         task = bar.add("jobweaver", n)
         chunks = [min(args.per_request, n - i) for i in range(0, n, args.per_request)]
@@ -449,12 +443,7 @@ def run_ours(args, bar: Bar) -> dict:
             profiler.wait(60)
         time.sleep(2)  # pg_stat_database is flushed by each backend within about a second
         after = db_activity()
-        cpu_after = {k: cpu_seconds(pid, with_children=c) for k, (pid, c) in cpu_roles.items()}
-        cpu: dict[str, float] = {}
-        for key, value in cpu_after.items():
-            role = key.split(":")[0]
-            cpu[role] = cpu.get(role, 0) + value - cpu_before[key]
-        result["cpu"] = cpu
+        result["cpu"] = meter.stop()
         result["load_end"] = load()
         result["rss_executor_mib"] = [_rss(pid) for pid in executor_pids]
         result["rss_web_mib"] = _rss(web.pid, children=True)
@@ -558,6 +547,8 @@ def run_celery(args, bar: Bar) -> dict:
         if wait_progress(bar, warm, 8, lambda: count("warmup"), stall_seconds=90) < 8:
             raise RuntimeError(f"stock Celery warm-up failed; see .devdata/test-logs/{queue}-*")
         result["load_start"] = load()
+        meter = CpuMeter({f"celery worker:{i}": (w.pid, False) for i, w in enumerate(workers)})
+        meter.start()
         task = bar.add("stock celery", args.jobs)
         run_id = uuid.uuid4().hex[:8]
         publish_done: dict = {}
@@ -580,6 +571,7 @@ def run_celery(args, bar: Bar) -> dict:
             ),
         )
         publisher.join()
+        result["cpu"] = meter.stop()
         result["load_end"] = load()
         with psycopg.connect(dsn) as conn:
             last, dups = conn.execute(
@@ -664,6 +656,10 @@ def run_procrastinate(args, bar: Bar) -> dict:
         if wait_progress(bar, warm, warm_n, succeeded, stall_seconds=60) < warm_n:
             raise RuntimeError("procrastinate warm-up failed")
         result["load_start"] = load()
+        meter = CpuMeter(
+            {f"procrastinate worker:{i}": (w.pid, False) for i, w in enumerate(workers)}
+        )
+        meter.start()
         task = bar.add("procrastinate", args.jobs)
         deferred: dict = {}
 
@@ -674,6 +670,7 @@ def run_procrastinate(args, bar: Bar) -> dict:
         deferrer.start()
         done = wait_progress(bar, task, args.jobs, lambda: max(0, succeeded() - warm_n))
         deferrer.join()
+        result["cpu"] = meter.stop()
         result["load_end"] = load()
         with psycopg.connect(dsn) as conn:
             last, deferred_last = conn.execute(
@@ -831,16 +828,7 @@ def report(args, results: dict) -> None:
             + ", ".join(f"{x:.0f}" for x in ours["rss_executor_mib"])
             + f" MiB, web (master + workers) {ours['rss_web_mib']:.0f} MiB"
         )
-        if ours.get("cpu"):
-            elapsed = ours["elapsed"]
-            parts = ", ".join(
-                f"{role} {seconds:.1f}"
-                for role, seconds in sorted(ours["cpu"].items(), key=lambda kv: -kv[1])
-            )
-            print(
-                f"  CPU seconds while ours ran ({elapsed:.0f} s wall, {os.cpu_count()} cores = "
-                f"{elapsed * (os.cpu_count() or 1):.0f} CPU-s): {parts}"
-            )
+    print_cpu(results)
     for side in ("celery", "procrastinate"):
         r = results.get(side)
         if r and "error" not in r and r.get("publish_s") is not None:
@@ -903,6 +891,43 @@ def run(args) -> int:
     return 1 if failed else 0
 
 
+def cpu_budget(r: dict) -> dict | None:
+    """Where a side's CPU went, per job, and what it implies on this machine: the share of the
+    cores the side kept busy, and the rate its CPU per job would allow with every core busy
+    (the load generator included: it shares the cores). A side far below its ceiling waited
+    (on I/O, on polls, on a pipeline) rather than worked."""
+    if "error" in r or not r.get("cpu") or not r.get("completed") or not r.get("elapsed"):
+        return None
+    cores = os.cpu_count() or 1
+    total = sum(r["cpu"].values())
+    return {
+        "ms": 1000 * total / r["completed"],
+        "busy": total / (r["elapsed"] * cores),
+        "ceiling": cores * r["completed"] / total if total else math.inf,
+        "roles": {role: 1000 * s / r["completed"] for role, s in r["cpu"].items()},
+    }
+
+
+def print_cpu(results: dict) -> None:
+    budgets = {side: cpu_budget(results[side]) for side in SIDES if side in results}
+    if not any(budgets.values()):
+        return
+    print()
+    print(
+        f"CPU per job (ms; utime + stime of each process over the timed run, {os.cpu_count()} "
+        "cores; 'ceiling' = jobs/s with every core busy at this CPU per job)"
+    )
+    for side, budget in budgets.items():
+        if budget is None:
+            continue
+        roles = sorted(budget["roles"].items(), key=lambda kv: -kv[1])
+        parts = ", ".join(f"{role} {ms:.2f}" for role, ms in roles)
+        print(
+            f"  {side:<13} {budget['ms']:.2f} ms, cores {budget['busy']:.0%} busy, ceiling "
+            f"{budget['ceiling']:.0f} jobs/s: {parts}"
+        )
+
+
 def _rates(results: dict) -> dict[str, float]:
     return {
         side: r["completed"] / r["elapsed"]
@@ -949,6 +974,21 @@ def report_rounds(args, rounds: list[dict]) -> None:
     cells = [cell(medians.get(side), ".0f") for side in sides]
     cells += [cell(ratio(medians, other), ".2f") for _, other in ratios]
     print(f"| {'median':>18} | " + " | ".join(cells) + " |")
+    budgets = {
+        side: [b for b in (cpu_budget(results[side]) for results in rounds if side in results) if b]
+        for side in sides
+    }
+    if any(budgets.values()):
+        print(
+            "CPU per job, medians of the rounds: "
+            + "; ".join(
+                f"{side} {statistics.median(b['ms'] for b in found):.2f} ms "
+                f"(cores {statistics.median(b['busy'] for b in found):.0%} busy, ceiling "
+                f"{statistics.median(b['ceiling'] for b in found):.0f} jobs/s)"
+                for side, found in budgets.items()
+                if found
+            )
+        )
     for name, other in ratios:
         per_round = [x for x in (ratio(rate, other) for rate in rates) if x is not None]
         if per_round:
