@@ -6,7 +6,8 @@ Every submission of a user with a cap (JOBWEAVER_MAX_ACTIVE_JOBS_PER_USER) count
 waiting and running jobs under the user's advisory lock (apps/jobs/services.py). On a database
 of its own, this gives one user 100 waiting jobs and 1,000, 10,000 and 100,000 finished ones,
 then adds another user's 50,000 waiting jobs, and prints the count's median time at each step.
-The rows are written with SQL (no job runs): only the count is measured.
+The rows are written with SQL (no job runs), as apps/scheduler/rows.executions_insert writes
+them (the submitter copied onto the execution): only the count is measured.
 """
 
 from __future__ import annotations
@@ -35,13 +36,13 @@ def add_jobs(user, count: int, status: str) -> None:
                 SELECT gen_random_uuid(), 'SIMULATION', '{"steps": []}'::jsonb,
                     md5(random()::text), '', '', 5, 3, 60, %s, now(), now(), 'default', ''
                 FROM generate_series(1, %s)
-                RETURNING id)
+                RETURNING id, submitted_by_id)
             INSERT INTO scheduler_jobexecution (id, job_id, status, priority, retry_count,
                 max_retries, next_run_at, attempt_count, version, updated_at, queue_name,
                 job_type, concurrency_key, cancel_requested, last_error, worker_id,
-                redelivery_count)
+                redelivery_count, submitted_by_id)
             SELECT gen_random_uuid(), id, %s, 5, 0, 3, now(), 1, 1, now(), 'default',
-                'SIMULATION', '', false, '', '', 0
+                'SIMULATION', '', false, '', '', 0, submitted_by_id
             FROM j
             """,
             [user.pk, count, status],

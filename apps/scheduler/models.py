@@ -2,6 +2,7 @@
 
 import uuid
 
+from django.conf import settings
 from django.db import models
 
 
@@ -50,6 +51,17 @@ class JobExecution(models.Model):
     queue_name = models.CharField(max_length=100, default="default")
     job_type = models.CharField(max_length=32, default="SIMULATION")
     concurrency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    # Copied from the job, so the per-user cap on waiting and running jobs counts the user's own
+    # executions from an index (execution_pending_by_user, execution_live_leases) and never reads
+    # another user's backlog (apps/jobs/selectors.active_job_count).
+    submitted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,
+    )
 
     class Meta:
         indexes = [
@@ -89,6 +101,13 @@ class JobExecution(models.Model):
                 "concurrency_key",
                 name="execution_key_dispatched",
                 condition=models.Q(concurrency_key__isnull=False),
+            ),
+            # The per-user cap: one user's waiting executions (their in-flight ones are few and
+            # come from execution_live_leases).
+            models.Index(
+                "submitted_by",
+                name="execution_pending_by_user",
+                condition=models.Q(status="PENDING"),
             ),
             # Retention prunes finished executions oldest first (apps/scheduler/retention.py).
             models.Index(

@@ -226,6 +226,7 @@ _COPIED_FROM_JOB = (
     ("queue_name", "queue_name", "text[]"),
     ("job_type", "job_type", "text[]"),
     ("concurrency_key", "concurrency_key", "text[]"),
+    ("submitted_by", "submitted_by_id", "bigint[]"),
 )
 
 

@@ -9,6 +9,7 @@ import json
 import threading
 
 import pytest
+from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
 from rest_framework.test import APIClient
@@ -16,6 +17,7 @@ from rest_framework.test import APIClient
 from apps.accounts.tests.helpers import SUBMITTER, make_user, token_for
 from apps.jobs.api import views
 from apps.jobs.models import Job
+from apps.jobs.selectors import active_job_count
 from apps.jobs.tests.api_helpers import assert_error_body, counts
 from tests.stack import wait_for
 
@@ -157,6 +159,32 @@ def test_finished_jobs_free_the_cap(settings):
     assert_error_body(post(client), 429, "API.THROTTLED")
     assert client.post(f"/api/jobs/{job_id}/cancel").status_code == 200
     assert post(client).status_code == 202
+
+
+@pytest.mark.django_db
+def test_the_cap_counts_the_users_waiting_and_running_jobs_and_nobody_elses(settings):
+    """The count reads the submitter copied onto each execution (single and batch submissions
+    both copy it): another user's backlog neither counts nor blocks, and jobs in flight count
+    until they finish."""
+    settings.JOBWEAVER_MAX_ACTIVE_JOBS_PER_USER = 4
+    settings.JOBWEAVER_SUBMIT_THROTTLE_RATE = 1_000_000
+    ivan, judy = token_client("ivan"), token_client("judy")
+    batch = post(ivan, "/api/jobs/batch", {"jobs": [BODY] * 4}).json()["jobs"]
+    ids = [job["jobId"] for job in batch]
+    for _ in range(4):  # judy at the cap: her jobs must not count for ivan
+        assert post(judy).status_code == 202
+    with connection.cursor() as cursor:  # as dispatch and the executor would move them
+        for job_id, status in zip(ids[1:], ["DISPATCHED", "RUNNING", "COMPLETED"], strict=True):
+            cursor.execute(
+                "UPDATE scheduler_jobexecution SET status = %s WHERE job_id = %s", [status, job_id]
+            )
+
+    assert active_job_count(user=User.objects.get(username="ivan")) == 3
+    assert active_job_count(user=User.objects.get(username="judy")) == 4
+    assert post(ivan).status_code == 202  # 3 + 1 = the cap
+    refused = post(ivan)
+    assert_error_body(refused, 429, "API.THROTTLED")
+    assert "you have 4" in refused.json()["message"]
 
 
 @pytest.mark.django_db
