@@ -155,7 +155,13 @@ def plan(
 def _key_usage() -> dict[str, tuple[int, int]]:
     """Per concurrency key: executions in flight, and executions sent in the last window."""
     table = JobExecution._meta.db_table
-    recent = f"dispatched_at > clock_timestamp() - make_interval(secs => {RATE_WINDOW_SECONDS})"
+    # The window's start as a subquery, computed once per statement: compared with the volatile
+    # clock_timestamp() itself, dispatched_at could not bound the scan of
+    # execution_key_dispatched, and every execution that has a key was read (8.4 ms a dispatch
+    # with one key's 50,000 waiting; 0.3 ms now: the executions in flight and those sent within
+    # the window).
+    since = f"(SELECT clock_timestamp() - make_interval(secs => {RATE_WINDOW_SECONDS}))"
+    recent = f"dispatched_at > {since}"
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
