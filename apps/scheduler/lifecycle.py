@@ -269,14 +269,17 @@ def executions_claim(
     transition = TRANSITIONS["dispatch"]
     (source,) = transition.sources
     due_by_sql = "%s" if due_by is not None else "clock_timestamp()"
-    params: list = []
+    # With a queue paused, the line is read queue by queue (`_due_per_open_queue`): filtered out
+    # of the one line, a paused queue's backlog ahead of the rest was read on every claim.
+    by_queue = bool(rules.paused_queues) and job_ids is None
+    params: list = [list(rules.paused_queues)] if by_queue else []
     if due_by is not None:
         params.append(due_by)
     filters = [("AND job_id = ANY(%s)", job_ids)] if job_ids is not None else []
     filters += [
         (clause, values)
         for clause, values in (
-            ("AND queue_name <> ALL(%s)", rules.paused_queues),
+            ("AND queue_name <> ALL(%s)", () if by_queue else rules.paused_queues),
             ("AND job_type <> ALL(%s)", rules.paused_job_types),
             ("AND (concurrency_key IS NULL OR concurrency_key <> ALL(%s))", rules.blocked_keys),
         )
@@ -335,15 +338,23 @@ def executions_claim(
                 "SELECT set_config('enable_bitmapscan', 'off', true), "
                 "set_config('plan_cache_mode', 'force_generic_plan', true)"
             )
-        cursor.execute(
-            f"""
-            WITH due AS (
-                SELECT id, priority, next_run_at, concurrency_key FROM {table}
-                WHERE status = {waiting} AND next_run_at <= {due_by_sql} {scan_filters}
+        line = f"""
+            SELECT id, priority, next_run_at, concurrency_key FROM {table}
+            WHERE status = {waiting} AND next_run_at <= {due_by_sql} {scan_filters}
+            """
+        due = (
+            _due_per_open_queue(table, waiting, line, limit)
+            if by_queue
+            else f"""due AS (
+                {line}
                 ORDER BY priority DESC, next_run_at
                 LIMIT {int(limit)}
                 FOR UPDATE SKIP LOCKED
-            ){within_allowances},
+            )"""
+        )
+        cursor.execute(
+            f"""
+            WITH {"RECURSIVE " if by_queue else ""}{due}{within_allowances},
             numbered AS (
                 SELECT due.id, row_number() OVER (ORDER BY due.priority DESC, due.next_run_at)
                     AS n
@@ -370,6 +381,36 @@ def executions_claim(
         Claim(job_id, event_id, trace_id, float(waited))
         for _, job_id, event_id, trace_id, waited in claimed
     ]
+
+
+def _due_per_open_queue(table: str, waiting: str, line: str, limit: int) -> str:
+    """The claim's `due` rows while some queue is paused (its first parameter: the paused
+    queues): the queues that have waiting executions, found by skipping through
+    execution_queue_line one name at a time, then up to `limit` due rows of each open queue in
+    its own line order, and the best `limit` of those. A paused queue is never read, however
+    long its backlog (one global line read 50,000 paused rows ahead of the first open one on
+    every claim: 9.6 ms, bench/dispatch_rules.py). The rows of each open queue beyond the best
+    `limit` stay locked until the claim commits, still PENDING."""
+    return f"""queues(name) AS (
+                SELECT min(queue_name) FROM {table} WHERE status = {waiting}
+                UNION ALL
+                SELECT (
+                    SELECT min(queue_name) FROM {table}
+                    WHERE status = {waiting} AND queue_name > queues.name
+                ) FROM queues WHERE queues.name IS NOT NULL
+            ),
+            due AS (
+                SELECT line.* FROM (
+                    SELECT name FROM queues WHERE name IS NOT NULL AND name <> ALL(%s)
+                ) AS open CROSS JOIN LATERAL (
+                    {line} AND queue_name = open.name
+                    ORDER BY priority DESC, next_run_at
+                    LIMIT {int(limit)}
+                    FOR UPDATE SKIP LOCKED
+                ) AS line
+                ORDER BY line.priority DESC, line.next_run_at
+                LIMIT {int(limit)}
+            )"""
 
 
 # --- transitions driven by the worker that holds the fencing token ----------------------------

@@ -71,6 +71,15 @@ class JobExecution(models.Model):
                 name="execution_due_work",
                 condition=models.Q(status="PENDING"),
             ),
+            # The same line, queue by queue: the claim reads it so while a queue is paused
+            # (lifecycle._due_per_open_queue), and skips through it for the queues' names.
+            models.Index(
+                "queue_name",
+                models.F("priority").desc(),
+                "next_run_at",
+                name="execution_queue_line",
+                condition=models.Q(status="PENDING"),
+            ),
             # Fenced set-based transitions (hold, unsend) find deliveries by their token.
             models.Index(
                 "current_event_id",

@@ -66,6 +66,26 @@ def test_a_paused_queue_starts_nothing_and_other_queues_flow_until_resume():
     no_violations()
 
 
+def test_while_a_queue_is_paused_the_open_queues_share_one_line_by_priority(settings):
+    """With a pause the claim reads queue by queue (lifecycle._due_per_open_queue); what it
+    takes must still be the best of all open queues, up to the credits, in priority order."""
+    settings.JOBWEAVER_DISPATCH_PREFETCH = 1
+    paused = [submitted_job(queueName="bulk", priority=9).id for _ in range(5)]
+    queue_pause(scope="QUEUE", name="bulk")
+    a = {p: submitted_job(queueName="a", priority=p).id for p in (3, 7, 5)}
+    b = {p: submitted_job(queueName="b", priority=p).id for p in (8, 1, 6)}
+    live_executor(slots=3)
+
+    assert dispatch_due_jobs(publish=lambda messages: None) == [b[8], a[7], b[6]]
+    waiting = [*paused, a[3], a[5], b[1]]
+    assert {execution_of(j).status for j in waiting} == {ExecutionStatus.PENDING}
+
+    live_executor(slots=6)
+    assert dispatch_due_jobs(publish=lambda messages: None) == [a[5], a[3], b[1]]
+    assert {execution_of(j).status for j in paused} == {ExecutionStatus.PENDING}
+    no_violations()
+
+
 def test_a_paused_job_type_starts_none_of_its_jobs():
     simulations = jobs(2)
     queue_pause(scope="JOB_TYPE", name="SIMULATION")

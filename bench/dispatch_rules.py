@@ -1,0 +1,120 @@
+"""What pauses and per-key limits cost one dispatch claim, as a blocked backlog grows.
+
+    infra/with-stack.sh .venv/bin/python bench/dispatch_rules.py
+
+The dispatcher reads the rules (pauses, limits and the keys' use) and claims up to its credits
+in one transaction, several hundred times a second under load. Work a rule holds back waits in
+PostgreSQL; the question is whether every claim pays for reading it. On a database of its own,
+with 1,000 waiting jobs in the default queue, this adds 50,000 waiting jobs of priority 9 that
+a rule holds back, one case at a time, and prints the median time of a dispatch transaction
+(rules + claim of 4, rolled back) and of reading the rules alone:
+
+- a paused queue's backlog (read queue by queue since 0009: never read),
+- a key at its `max_running` limit with its backlog queued behind the open work,
+- the same key's backlog queued ahead of the open work (still read on every claim: the one
+  line is filtered row by row; left as it is, see the README).
+
+The rows are written with SQL (no job runs), as apps/scheduler/rows.executions_insert writes
+them.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import uuid
+
+from common import configure, drop_database
+
+DATABASE = f"jobweaver_bench_rules_{uuid.uuid4().hex[:8]}"
+CALLS = 20
+BACKLOG = 50_000
+
+
+def add_jobs(count: int, *, queue="default", priority=5, key=None, status="PENDING", age_s=1):
+    """`count` jobs, each with an execution in `status`, due `age_s` seconds ago (SQL)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            WITH j AS (
+                INSERT INTO jobs_job (id, job_type, instruction, trace_id, traceparent,
+                    request_fingerprint, priority, max_retries, timeout_seconds, created_at,
+                    updated_at, queue_name, concurrency_key)
+                SELECT gen_random_uuid(), 'SIMULATION', '{"steps": []}'::jsonb,
+                    md5(random()::text), '', '', %s, 3, 60, now(), now(), %s, %s
+                FROM generate_series(1, %s)
+                RETURNING id, priority, queue_name, concurrency_key)
+            INSERT INTO scheduler_jobexecution (id, job_id, status, priority, retry_count,
+                max_retries, next_run_at, attempt_count, version, updated_at, queue_name,
+                job_type, concurrency_key, cancel_requested, last_error, worker_id,
+                redelivery_count)
+            SELECT gen_random_uuid(), id, %s, priority, 0, 3,
+                now() - make_interval(secs => %s), 0, 1, now(), queue_name, 'SIMULATION',
+                concurrency_key, false, '', '', 0
+            FROM j
+            """,
+            [priority, queue, key, count, status, age_s],
+        )
+        cursor.execute("ANALYZE")
+
+
+def dispatch_ms() -> tuple[float, float]:
+    """Median ms of rules + a claim of 4 (rolled back), and of the rules alone."""
+    from django.db import transaction
+
+    from apps.scheduler import lifecycle, limits
+
+    whole, rules_only = [], []
+    for _ in range(CALLS):
+        start = time.perf_counter()
+        with transaction.atomic():
+            rules = limits.dispatch_rules()
+            rules_only.append((time.perf_counter() - start) * 1000)
+            claimed = lifecycle.executions_claim(limit=4, rules=rules, workers=["w"] * 4)
+            assert len(claimed) == 4, "the open work must be claimed"
+            transaction.set_rollback(True)
+        whole.append((time.perf_counter() - start) * 1000)
+    return statistics.median(whole), statistics.median(rules_only)
+
+
+def report(label: str) -> None:
+    whole, rules = dispatch_ms()
+    print(f"{label:<62} {whole:6.2f} ms a dispatch ({rules:5.2f} ms of it the rules)")
+
+
+def main() -> None:
+    configure(database=DATABASE)
+    from django.db import connections
+    from django.utils import timezone
+
+    from apps.scheduler.models import ConcurrencyLimit, Pause
+
+    try:
+        add_jobs(1_000)
+        report("1,000 waiting, no rule")
+        add_jobs(BACKLOG, queue="bulk", priority=9)
+        Pause.objects.create(scope="QUEUE", name="bulk", paused_at=timezone.now())
+        report(f"+ {BACKLOG:,} of a paused queue ahead of them")
+        Pause.objects.all().delete()
+        with connections["default"].cursor() as cursor:
+            cursor.execute("DELETE FROM scheduler_jobexecution WHERE queue_name = 'bulk'")
+        ConcurrencyLimit.objects.create(pattern="customer-*", max_running=1)
+        add_jobs(1, key="customer-x", status="RUNNING")
+        add_jobs(BACKLOG, priority=5, key="customer-x", age_s=0)
+        report(f"+ {BACKLOG:,} of a key at its limit, behind them")
+        with connections["default"].cursor() as cursor:
+            cursor.execute(
+                "UPDATE scheduler_jobexecution SET priority = 9 "
+                "WHERE status = 'PENDING' AND concurrency_key = 'customer-x'"
+            )
+            cursor.execute("ANALYZE")
+        report(f"  the same {BACKLOG:,} ahead of them (priority 9)")
+    finally:
+        connections.close_all()
+        drop_database(DATABASE)
+
+
+if __name__ == "__main__":
+    main()
