@@ -148,7 +148,13 @@ def test_a_bad_pause_is_refused_and_changes_nothing(scope, name):
 # --- concurrency and rate limits ----------------------------------------------------------------
 
 
-def test_at_most_n_running_per_key_while_other_keys_and_unkeyed_work_flow():
+@pytest.mark.parametrize("paused_queue", [False, True], ids=["", "with-a-paused-queue"])
+def test_at_most_n_running_per_key_while_other_keys_and_unkeyed_work_flow(paused_queue):
+    # With a queue paused the claim reads queue by queue (lifecycle._due_per_open_queue): the
+    # limits must apply the same.
+    held = jobs(3, queueName="bulk", concurrencyKey="customer-1") if paused_queue else set()
+    if paused_queue:
+        queue_pause(scope="QUEUE", name="bulk")
     concurrency_limit_set(pattern="customer-*", max_running=2, max_per_second=None)
     first = jobs(5, concurrencyKey="customer-1")
     second = jobs(3, concurrencyKey="customer-2")
@@ -163,6 +169,7 @@ def test_at_most_n_running_per_key_while_other_keys_and_unkeyed_work_flow():
     finish(next(iter(sent & first)))
     more = dispatch()
     assert len(more) == 1 and more <= first
+    assert {execution_of(j).status for j in held} <= {ExecutionStatus.PENDING}
     no_violations()
 
 
