@@ -6,8 +6,8 @@
 `make bench` measures the whole stack, where six processes share two cores and one run can be
 20% off the next: too noisy to see a change of a few percent in one function. This runs each
 path in one thread of this process, one job after another, on the dev PostgreSQL (a database of
-its own, dropped at the end) and Kafka, and prints its CPU and wall time per job, medians of
---rounds rounds:
+its own, dropped at the end) and Kafka, and prints its CPU and wall time per job, and the CPU of
+the PostgreSQL backend serving it, medians of --rounds rounds:
 
 - executor: `attempt_execute` (claim DISPATCHED → RUNNING, run one LOG step, record the
   success with its outbox event) for N jobs dispatched beforehand; what an executor thread does
@@ -15,7 +15,9 @@ its own, dropped at the end) and Kafka, and prints its CPU and wall time per job
 - dispatch: `dispatch_due_jobs` in batches of --batch (4, what the scheduler's wake-up claims
   per dispatch under `make bench`) for N due jobs, to one registered executor with room for all:
   the lock, the credits, the rules, the claim, its commit and the run_job messages sent and
-  confirmed by Kafka.
+  confirmed by Kafka. Nothing runs the dispatched jobs, so the deliveries in flight grow to N
+  through the round and the credits query counts them all: its PostgreSQL figure is higher
+  than under flow control, where they stay within the credits.
 
 Compare runs of this script on two commits, one after the other; --profile prints cProfile's
 top functions of the last round of each path (cProfile slows Python code four- to fivefold, so
@@ -32,7 +34,7 @@ import statistics
 import time
 import uuid
 
-from common import configure, drop_database, drop_topics
+from common import configure, cpu_seconds, drop_database, drop_topics
 
 DATABASE = f"jobweaver_bench_hot_{uuid.uuid4().hex[:8]}"
 LOG_JOB = {"jobType": "SIMULATION", "payload": {"steps": [{"action": "LOG", "message": "hot"}]}}
@@ -61,15 +63,31 @@ def register(partitions: int) -> None:
     )
 
 
-def measured(run, n: int, profile: cProfile.Profile | None) -> tuple[float, float]:
-    """CPU and wall milliseconds per job of `run()`, which handles n jobs."""
-    wall, cpu = time.perf_counter(), time.process_time()
+def backend_pid() -> int:
+    """The PostgreSQL backend serving this thread's connection."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+
+def measured(run, n: int, profile: cProfile.Profile | None) -> tuple[float, float, float]:
+    """CPU and wall milliseconds per job of `run()`, which handles n jobs, and the CPU of the
+    PostgreSQL backend serving it (its queries' side of the path; the outbox relay's own
+    connection is not counted)."""
+    backend = backend_pid()
+    wall, cpu, pg = time.perf_counter(), time.process_time(), cpu_seconds(backend)
     if profile is not None:
         profile.enable()
     run()
     if profile is not None:
         profile.disable()
-    return (time.process_time() - cpu) * 1000 / n, (time.perf_counter() - wall) * 1000 / n
+    return (
+        (time.process_time() - cpu) * 1000 / n,
+        (time.perf_counter() - wall) * 1000 / n,
+        (cpu_seconds(backend) - pg) * 1000 / n,
+    )
 
 
 def executor_round(n: int, profile) -> tuple[float, float]:
@@ -153,9 +171,11 @@ def main() -> None:
                 results.append(run(profile))
             cpu = statistics.median(r[0] for r in results)
             wall = statistics.median(r[1] for r in results)
+            pg = statistics.median(r[2] for r in results)
             print(
-                f"{name:<8} CPU {cpu:.3f} ms/job, wall {wall:.3f} ms/job (medians of "
-                f"{args.rounds} rounds of {args.jobs} jobs; CPU per round "
+                f"{name:<8} CPU {cpu:.3f} ms/job, wall {wall:.3f} ms/job, PostgreSQL backend "
+                f"CPU {pg:.3f} ms/job (medians of {args.rounds} rounds of {args.jobs} jobs; "
+                "CPU per round "
                 + ", ".join(f"{r[0]:.3f}" for r in results)
                 + ")",
                 flush=True,
