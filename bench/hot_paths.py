@@ -175,9 +175,7 @@ def main() -> None:
             print(
                 f"{name:<8} CPU {cpu:.3f} ms/job, wall {wall:.3f} ms/job, PostgreSQL backend "
                 f"CPU {pg:.3f} ms/job (medians of {args.rounds} rounds of {args.jobs} jobs; "
-                "CPU per round "
-                + ", ".join(f"{r[0]:.3f}" for r in results)
-                + ")",
+                "CPU per round " + ", ".join(f"{r[0]:.3f}" for r in results) + ")",
                 flush=True,
             )
             if profile is not None:
