@@ -435,6 +435,8 @@ def run_ours(args, bar: Bar) -> dict:
             return execution_counts(baseline).get("COMPLETED", 0)
 
         wait_progress(bar, task, n, done, info=info)
+        # Read at once, like the other sides': the waits below would add idle seconds.
+        result["cpu"] = meter.stop()
         for f in futures:
             f.result()  # raise a client error here
         pool.shutdown()
@@ -443,7 +445,6 @@ def run_ours(args, bar: Bar) -> dict:
             profiler.wait(60)
         time.sleep(2)  # pg_stat_database is flushed by each backend within about a second
         after = db_activity()
-        result["cpu"] = meter.stop()
         result["load_end"] = load()
         result["rss_executor_mib"] = [_rss(pid) for pid in executor_pids]
         result["rss_web_mib"] = _rss(web.pid, children=True)
