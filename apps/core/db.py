@@ -12,6 +12,7 @@ from typing import TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connection, connections
 from django.db.models import NOT_PROVIDED, DateTimeField, Func
+from django.db.models.expressions import DatabaseDefault
 from psycopg.sql import Literal
 
 logger = logging.getLogger(__name__)
@@ -81,15 +82,27 @@ def assert_in_transaction(what: str) -> None:
 
 
 @functools.cache
-def _insert_statement(model) -> tuple[str, tuple]:
+def _fields_with_database_defaults(model) -> tuple:
+    return tuple(f for f in model._meta.local_concrete_fields if f.has_db_default())
+
+
+@functools.cache
+def _insert_statement(model, database_defaults: tuple[str, ...]) -> tuple[str, tuple, tuple]:
+    """The INSERT of `model` where the fields named in `database_defaults` take their column's
+    default (`db_default`, e.g. the database clock) and come back through RETURNING."""
     meta = model._meta
-    fields = tuple(f for f in meta.local_concrete_fields if not f.generated)
     qn = connection.ops.quote_name
+    fields = tuple(f for f in meta.local_concrete_fields if not f.generated)
+    valued = tuple(f for f in fields if f.name not in database_defaults)
+    returned = tuple(f for f in fields if f.name in database_defaults)
+    values = ["DEFAULT" if f in returned else "%s" for f in fields]
     sql = (
         f"INSERT INTO {qn(meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
-        f"VALUES ({', '.join(['%s'] * len(fields))})"
+        f"VALUES ({', '.join(values)})"
     )
-    return sql, fields
+    if returned:
+        sql += f" RETURNING {', '.join(qn(f.column) for f in returned)}"
+    return sql, valued, returned
 
 
 def this_connection():
@@ -117,13 +130,23 @@ def default_literal(field) -> str:
 
 def insert_row(instance) -> None:
     """INSERT a new model instance whose primary key is set by a Python default (UUIDs here):
-    `instance.save(force_insert=True)` without the compile."""
+    `instance.save(force_insert=True)` without the compile. Fields left to their database
+    default (`db_default`) get it and are read back, as `save()` does."""
     assert instance.pk is not None, "insert_row needs a primary key set in Python"
-    sql, fields = _insert_statement(type(instance))
+    database_defaults = tuple(
+        f.name
+        for f in _fields_with_database_defaults(type(instance))
+        if isinstance(getattr(instance, f.attname), DatabaseDefault)
+    )
+    sql, fields, returned = _insert_statement(type(instance), database_defaults)
     db = this_connection()
     params = [f.get_db_prep_save(f.pre_save(instance, True), db) for f in fields]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
+        if returned:
+            row = cursor.fetchone()
+            for field, value in zip(returned, row, strict=True):
+                setattr(instance, field.attname, value)  # as save() reads db_returning fields
     instance._state.adding, instance._state.db = False, connection.alias
 
 

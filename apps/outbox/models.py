@@ -4,6 +4,7 @@ change it reports, then relayed to Kafka. An event exists iff its state change c
 import uuid
 
 from django.db import models
+from django.db.models.functions import Now
 
 
 class OutboxEvent(models.Model):
@@ -12,7 +13,10 @@ class OutboxEvent(models.Model):
     key = models.CharField(max_length=100)
     payload = models.JSONField()
     trace_id = models.CharField(max_length=64, blank=True, default="")
-    created_at = models.DateTimeField(auto_now_add=True)
+    # The database's clock, like every time the lifecycle writes: the relay publishes in this
+    # order, and events of one job written by processes on different hosts (the submission's
+    # by the web, the ending's by an executor) must not swap places over a skewed clock.
+    created_at = models.DateTimeField(db_default=Now())
     published_at = models.DateTimeField(null=True, blank=True)
     publish_attempts = models.PositiveIntegerField(default=0)
 

@@ -26,7 +26,7 @@ def test_insert_row_stores_what_save_would():
         payload,
         "t-1",
     )
-    assert stored.created_at == event.created_at  # auto_now_add set by the field, as in save()
+    assert stored.created_at == event.created_at  # the database's default, read back as save() does
     assert (stored.published_at, stored.publish_attempts) == (None, 0)  # defaults
     assert not event._state.adding
 

@@ -11,15 +11,24 @@ import time
 import uuid
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from django.conf import settings
 from django.db import connection, transaction
+from django.utils import timezone
 
 from apps.core import kafka
-from apps.core.kafka import JOB_COMPLETED, JOB_CREATED, common_config, ensure_topics, topic_name
+from apps.core.kafka import (
+    JOB_COMPLETED,
+    JOB_CREATED,
+    JOB_FAILED,
+    common_config,
+    ensure_topics,
+    topic_name,
+)
 from apps.outbox import services
 from apps.outbox.models import OutboxEvent
 from apps.outbox.services import outbox_enqueue, outbox_relay_pending
@@ -135,6 +144,30 @@ def test_a_rolled_back_transaction_leaves_no_event():
     assert outbox_relay_pending() == 0  # nothing left behind to relay either
     seen = read_events(JOB_COMPLETED, expected=[marker.id], watched=[rolled_back.id])
     assert str(rolled_back.id) not in seen
+
+
+def test_events_of_a_key_are_relayed_in_the_order_written_whatever_the_writers_clocks(
+    monkeypatch,
+):
+    """Two events of one job written by processes on different hosts (the first one's clock an
+    hour ahead), both still waiting when a relay runs (Kafka was away, a relay lagged): the
+    relay publishes in the order of the event times, so those come from the database's clock,
+    not the writer's."""
+    monkeypatch.setattr(services, "relay_soon", lambda: None)  # both wait for the relay below
+    key = str(uuid.uuid4())
+    ahead = timezone.now() + timedelta(hours=1)
+    with monkeypatch.context() as host_ahead, transaction.atomic():
+        host_ahead.setattr(timezone, "now", lambda: ahead)
+        first = outbox_enqueue(topic=JOB_FAILED, key=key, payload={"attempt": 1})
+    with transaction.atomic():
+        second = outbox_enqueue(topic=JOB_FAILED, key=key, payload={"attempt": 2})
+    assert first.created_at < second.created_at < ahead  # read back from the database
+
+    assert outbox_relay_pending() >= 2
+    seen = read_events(JOB_FAILED, expected=[first.id, second.id])
+    (first_message,), (second_message,) = seen[str(first.id)], seen[str(second.id)]
+    assert first_message.partition() == second_message.partition()  # one key, one partition
+    assert first_message.offset() < second_message.offset()
 
 
 @pytest.fixture
