@@ -8,6 +8,7 @@ the user's own waiting executions (this index) and the few in flight (execution_
 
 Executions inserted by a web process still running the previous release while this migration
 runs get no copy; the cap does not count them until they run (it is a limit, not state).
+0010, a release later, copies it onto those still waiting or running.
 """
 
 import django.db.models.deletion
