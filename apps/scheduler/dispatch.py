@@ -154,6 +154,13 @@ def _claim(
         if not credits:
             _log_no_executor()
         return [], 0
+    rules = limits.dispatch_rules()
+    if job_ids is None:
+        # Keep the line clear of keys at their limit, and give keys with room their work back
+        # (limits.py); the fast path after a submit claims a few given jobs and leaves this to
+        # the next full dispatch.
+        lifecycle.executions_set_aside(rules, batch=limits.SET_ASIDE_BATCH)
+        lifecycle.executions_put_back(rules)
     # Where the n-th claim goes, chosen before the claim so that one statement records it:
     # `assign` is sequential, so its first k choices are the same for any count ≥ k.
     targets = flow.assign(min(limit, free), credits)
@@ -161,7 +168,7 @@ def _claim(
         limit=len(targets),
         job_ids=job_ids,
         due_by=due_by,
-        rules=limits.dispatch_rules(),
+        rules=rules,
         workers=[worker_id for worker_id, _ in targets],
     )
     targets = targets[: len(claimed)]

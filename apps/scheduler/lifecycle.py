@@ -109,6 +109,10 @@ TRANSITIONS: dict[str, Transition] = {
     "operator_retry": _t({S.FAILED, S.CANCELLED}, S.PENDING, OPERATOR, fenced=False),
     # An operator makes a delayed (runAt or backoff) job due now; the status stays PENDING.
     "run_now": _t({S.PENDING}, S.PENDING, OPERATOR, fenced=False),
+    # Waiting work of a key at its limit leaves the claim's line, and goes back in line when
+    # the key has room (apps/scheduler/limits.py); the status stays PENDING.
+    "set_aside": _t({S.PENDING}, S.PENDING, Actor.DISPATCHER, fenced=False),
+    "put_back": _t({S.PENDING}, S.PENDING, Actor.DISPATCHER, fenced=False),
 }
 
 # Executions holding a credit of flow control (ARCHITECTURE §4a).
@@ -340,7 +344,8 @@ def executions_claim(
             )
         line = f"""
             SELECT id, priority, next_run_at, concurrency_key FROM {table}
-            WHERE status = {waiting} AND next_run_at <= {due_by_sql} {scan_filters}
+            WHERE status = {waiting} AND NOT set_aside AND next_run_at <= {due_by_sql}
+                {scan_filters}
             """
         due = (
             _due_per_open_queue(table, waiting, line, limit)
@@ -383,6 +388,93 @@ def executions_claim(
     ]
 
 
+def executions_set_aside(rules: DispatchRules, *, batch: int) -> int:
+    """Transition "set_aside" for up to `batch` waiting executions of the keys at their limit
+    (`rules.blocked_keys`): out of the claim's line, still PENDING. Work of a paused queue or
+    job type stays in line (the claim does not read it while paused), so what is set aside is
+    what the key's room alone holds back. Returns how many."""
+    assert_in_transaction("executions_set_aside")
+    if not rules.blocked_keys:
+        return 0
+    table = JobExecution._meta.db_table
+    (source,) = TRANSITIONS["set_aside"].sources
+    waiting = rows.status_literal(source)
+    # ORDER BY the key (the order of execution_key_line) makes the index the plan whatever the
+    # statistics say: right after a flood was set aside they still said the key's rows were in
+    # line, and a sequential scan "would find them at once" (it read the table, 4 ms).
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            UPDATE {table} AS e SET set_aside = true
+            FROM (
+                SELECT id FROM {table}
+                WHERE status = {waiting} AND NOT set_aside AND concurrency_key = ANY(%s)
+                    AND queue_name <> ALL(%s) AND job_type <> ALL(%s)
+                ORDER BY concurrency_key
+                LIMIT {int(batch)}
+                FOR UPDATE SKIP LOCKED
+            ) AS blocked
+            WHERE e.id = blocked.id
+            """,
+            [list(rules.blocked_keys), *_paused(rules)],
+        )
+        moved = cursor.rowcount
+    if moved:
+        metrics.count_on_commit(lambda: metrics.TRANSITIONS.labels("set_aside").inc(moved))
+    return moved
+
+
+def executions_put_back(rules: DispatchRules) -> int:
+    """Transition "put_back": for each (key, n) of `rules.put_back` (n at most
+    limits.PUT_BACK_BATCH), the key's best n due set-aside executions (priority, then due
+    time: the claim's order) outside paused queues and job types go back in line. Returns
+    how many."""
+    assert_in_transaction("executions_put_back")
+    if not rules.put_back:
+        return 0
+    table = JobExecution._meta.db_table
+    (source,) = TRANSITIONS["put_back"].sources
+    waiting = rows.status_literal(source)
+    keys, counts = zip(*rules.put_back, strict=True)
+    read = 1 << (max(counts) - 1).bit_length()
+    # Each key's line is read with a constant LIMIT (the largest count rounded up to a power of
+    # two: a few statements, each with its own plan) and cut to its count afterwards: with the
+    # count as the LIMIT the planner could not tell how many rows would be read, and chose to
+    # read and sort every set-aside row (16 ms a dispatch with one key's 50,000). No FOR
+    # UPDATE: dispatches take turns (flow.lock_dispatch), and the UPDATE checks the row again
+    # once it has it (a cancel meanwhile leaves it alone).
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            UPDATE {table} AS e SET set_aside = false
+            FROM (
+                SELECT line.id, k.n, row_number() OVER (
+                    PARTITION BY k.key ORDER BY line.priority DESC, line.next_run_at
+                ) AS nth
+                FROM unnest(%s::text[], %s::int[]) AS k(key, n)
+                CROSS JOIN LATERAL (
+                    SELECT id, priority, next_run_at FROM {table}
+                    WHERE status = {waiting} AND set_aside AND concurrency_key = k.key
+                        AND next_run_at <= clock_timestamp()
+                        AND queue_name <> ALL(%s) AND job_type <> ALL(%s)
+                    ORDER BY priority DESC, next_run_at
+                    LIMIT {int(read)}
+                ) AS line
+            ) AS back
+            WHERE e.id = back.id AND back.nth <= back.n AND e.status = {waiting} AND e.set_aside
+            """,
+            [list(keys), list(counts), *_paused(rules)],
+        )
+        moved = cursor.rowcount
+    if moved:
+        metrics.count_on_commit(lambda: metrics.TRANSITIONS.labels("put_back").inc(moved))
+    return moved
+
+
+def _paused(rules: DispatchRules) -> tuple[list[str], list[str]]:
+    return list(rules.paused_queues), list(rules.paused_job_types)
+
+
 def _due_per_open_queue(table: str, waiting: str, line: str, limit: int) -> str:
     """The claim's `due` rows while some queue is paused (its first parameter: the paused
     queues): the queues that have waiting executions, found by skipping through
@@ -392,11 +484,11 @@ def _due_per_open_queue(table: str, waiting: str, line: str, limit: int) -> str:
     every claim: 9.6 ms, bench/dispatch_rules.py). The rows of each open queue beyond the best
     `limit` stay locked until the claim commits, still PENDING."""
     return f"""queues(name) AS (
-                SELECT min(queue_name) FROM {table} WHERE status = {waiting}
+                SELECT min(queue_name) FROM {table} WHERE status = {waiting} AND NOT set_aside
                 UNION ALL
                 SELECT (
                     SELECT min(queue_name) FROM {table}
-                    WHERE status = {waiting} AND queue_name > queues.name
+                    WHERE status = {waiting} AND NOT set_aside AND queue_name > queues.name
                 ) FROM queues WHERE queues.name IS NOT NULL
             ),
             due AS (

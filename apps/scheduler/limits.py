@@ -15,6 +15,14 @@ How a claim applies a limit: keys already at a limit are left out of the claim's
 claim takes at most that many of each key (`allowances`, matched in SQL with LIKE, the most
 specific entry first). `plan` is pure; `dispatch_rules` reads what it needs (one small query
 per claimed batch, two when a limit is set).
+
+A blocked key's waiting work is also taken out of the claim's line (set aside,
+`JobExecution.set_aside`), a batch per dispatch, and its best rows are put back in line when the
+key has room again (`put_back_counts`). Left in line, a flood of one key ahead of the open work
+was read row by row by every claim, however few of its rows the limit let through. A set-aside
+row keeps its status (PENDING) and its place: put back, it is claimed in the order it would have
+been. The claim reads only rows in line; finding the keys that have rows set aside costs one
+index probe per such key.
 """
 
 from __future__ import annotations
@@ -26,7 +34,13 @@ from functools import lru_cache
 from django.db import connection
 
 from apps.core.errors import InvalidRequest
-from apps.scheduler.models import ConcurrencyLimit, JobExecution, Pause, PauseScope
+from apps.scheduler.models import (
+    ConcurrencyLimit,
+    ExecutionStatus,
+    JobExecution,
+    Pause,
+    PauseScope,
+)
 
 MAX_QUEUE_NAME_CHARS = 100
 MAX_CONCURRENCY_KEY_CHARS = 255
@@ -35,6 +49,12 @@ QUEUE_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 RATE_WINDOW_SECONDS = 1.0
 # Precedence of an allowance computed for one key from its current use: above any pattern's.
 EXACT_KEY_PRECEDENCE = 1_000_000
+# At most this many waiting rows of blocked keys are set aside by one dispatch (a flood is set
+# aside over a few dispatches, none of which holds the dispatch lock for long), and at most this
+# many of one key's set-aside rows are put back by one (a key without a bound, e.g. after its
+# limit was removed, goes back in line a batch at a time, ahead of what the claim can take).
+SET_ASIDE_BATCH = 500
+PUT_BACK_BATCH = 100
 
 
 @dataclass(frozen=True)
@@ -60,6 +80,8 @@ class DispatchRules:
     paused_job_types: tuple[str, ...] = ()
     blocked_keys: tuple[str, ...] = ()
     allowances: tuple[Allowance, ...] = ()
+    # (key, how many of its set-aside rows go back in line now), for keys with room.
+    put_back: tuple[tuple[str, int], ...] = ()
 
 
 NO_RULES = DispatchRules()
@@ -149,18 +171,37 @@ def plan(
     return tuple(blocked), tuple(allowances)
 
 
+def put_back_counts(
+    limits: list[Limit], usage: dict[str, tuple[int, int]], set_aside_keys: list[str]
+) -> tuple[tuple[str, int], ...]:
+    """For each key with rows set aside, how many to put back in line now: its room under its
+    limit (none while it is at it), at most PUT_BACK_BATCH; PUT_BACK_BATCH for a key no limit
+    matches any more."""
+    counts = []
+    for key in sorted(set_aside_keys):
+        limit = limit_for(key, limits)
+        room = None if limit is None else _room(limit, *usage.get(key, (0, 0)))
+        count = PUT_BACK_BATCH if room is None else min(room, PUT_BACK_BATCH)
+        if count > 0:
+            counts.append((key, count))
+    return tuple(counts)
+
+
 # --- what the dispatcher reads ------------------------------------------------------------------
 
 
 def _key_usage() -> dict[str, tuple[int, int]]:
     """Per concurrency key: executions in flight, and executions sent in the last window."""
     table = JobExecution._meta.db_table
-    # The window's start as a subquery, computed once per statement: compared with the volatile
-    # clock_timestamp() itself, dispatched_at could not bound the scan of
-    # execution_key_dispatched, and every execution that has a key was read (8.4 ms a dispatch
-    # with one key's 50,000 waiting; 0.3 ms now: the executions in flight and those sent within
-    # the window).
-    since = f"(SELECT clock_timestamp() - make_interval(secs => {RATE_WINDOW_SECONDS}))"
+    # The window's start from statement_timestamp(), the database clock when this statement
+    # began (microseconds ago). Compared with the volatile clock_timestamp() itself,
+    # dispatched_at could not bound the scan of execution_key_dispatched, and every execution
+    # that has a key was read (8.4 ms a dispatch with one key's 50,000 waiting). A subquery
+    # bounded it, but its value is unknown to the planner, which then guessed a third of the
+    # table recent and, now and then, read all of it instead (7 ms, bench/dispatch_rules.py). A
+    # stable function is evaluated for the estimate: the plan reads the executions in flight
+    # and those sent within the window (0.2 ms).
+    since = f"statement_timestamp() - make_interval(secs => {RATE_WINDOW_SECONDS})"
     recent = f"dispatched_at > {since}"
     with connection.cursor() as cursor:
         cursor.execute(
@@ -178,24 +219,51 @@ def _key_usage() -> dict[str, tuple[int, int]]:
 
 
 def dispatch_rules() -> DispatchRules:
-    """The rules for one claim, read inside the dispatch transaction: one query for the pauses
-    and limits (both tables are small), and one for the keys' use when a limit is set."""
+    """The rules for one claim, read inside the dispatch transaction: one query for the pauses,
+    the limits (both tables are small) and the keys that have rows set aside, and one for the
+    keys' use when a limit is set or something is set aside."""
+    table = JobExecution._meta.db_table
+    waiting = f"'{ExecutionStatus.PENDING.value}'"  # the enum's own value, never input
+    # The keys with rows set aside, skipping through execution_set_aside one key at a time.
+    # ORDER BY … LIMIT 1 rather than min(): right after a flood was set aside, statistics that
+    # still say "nothing is set aside" made min() read every entry of the index (5 ms).
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
+            WITH RECURSIVE aside(key) AS (
+                SELECT (
+                    SELECT concurrency_key FROM {table} WHERE status = {waiting} AND set_aside
+                    ORDER BY concurrency_key LIMIT 1
+                )
+                UNION ALL
+                SELECT (
+                    SELECT concurrency_key FROM {table}
+                    WHERE status = {waiting} AND set_aside AND concurrency_key > aside.key
+                    ORDER BY concurrency_key LIMIT 1
+                ) FROM aside WHERE aside.key IS NOT NULL
+            )
             SELECT scope, name, NULL, NULL FROM {Pause._meta.db_table}
             UNION ALL
             SELECT NULL, pattern, max_running, max_per_second
             FROM {ConcurrencyLimit._meta.db_table}
+            UNION ALL
+            SELECT '{_SET_ASIDE}', key, NULL, NULL FROM aside WHERE key IS NOT NULL
             """
         )
         rows = cursor.fetchall()
     queues = tuple(name for scope, name, _, _ in rows if scope == PauseScope.QUEUE)
     job_types = tuple(name for scope, name, _, _ in rows if scope == PauseScope.JOB_TYPE)
+    aside = [name for scope, name, _, _ in rows if scope == _SET_ASIDE]
     limits = [
         Limit(name, running, per_second)
         for scope, name, running, per_second in rows
         if scope is None
     ]
-    blocked, allowances = plan(limits, _key_usage()) if limits else ((), ())
-    return DispatchRules(queues, job_types, blocked, allowances)
+    usage = _key_usage() if limits or aside else {}
+    blocked, allowances = plan(limits, usage) if limits else ((), ())
+    put_back = put_back_counts(limits, usage, aside) if aside else ()
+    return DispatchRules(queues, job_types, blocked, allowances, put_back)
+
+
+# The scope of the rules query's rows that name a key with rows set aside (not a Pause scope).
+_SET_ASIDE = "SET_ASIDE"

@@ -51,6 +51,10 @@ class JobExecution(models.Model):
     queue_name = models.CharField(max_length=100, default="default")
     job_type = models.CharField(max_length=32, default="SIMULATION")
     concurrency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    # A waiting execution whose key is at its limit, taken out of the dispatch claim's line
+    # until the key has room again (apps/scheduler/limits.py): its status stays PENDING, its
+    # place in line is kept. Meaningful only while PENDING.
+    set_aside = models.BooleanField(default=False, db_default=False)
     # Copied from the job, so the per-user cap on waiting and running jobs counts the user's own
     # executions from an index (execution_pending_by_user, execution_live_leases) and never reads
     # another user's backlog (apps/jobs/selectors.active_job_count).
@@ -65,11 +69,12 @@ class JobExecution(models.Model):
 
     class Meta:
         indexes = [
+            # The line the dispatch claim reads: waiting work, best first.
             models.Index(
                 models.F("priority").desc(),
                 "next_run_at",
                 name="execution_due_work",
-                condition=models.Q(status="PENDING"),
+                condition=models.Q(status="PENDING", set_aside=False),
             ),
             # The same line, queue by queue: the claim reads it so while a queue is paused
             # (lifecycle._due_per_open_queue), and skips through it for the queues' names.
@@ -78,7 +83,23 @@ class JobExecution(models.Model):
                 models.F("priority").desc(),
                 "next_run_at",
                 name="execution_queue_line",
-                condition=models.Q(status="PENDING"),
+                condition=models.Q(status="PENDING", set_aside=False),
+            ),
+            # Per-key limits: a blocked key's waiting work in line (to set it aside), and what
+            # is set aside, key by key in line order (to put it back).
+            models.Index(
+                "concurrency_key",
+                name="execution_key_line",
+                condition=models.Q(
+                    status="PENDING", set_aside=False, concurrency_key__isnull=False
+                ),
+            ),
+            models.Index(
+                "concurrency_key",
+                models.F("priority").desc(),
+                "next_run_at",
+                name="execution_set_aside",
+                condition=models.Q(status="PENDING", set_aside=True),
             ),
             # Fenced set-based transitions (hold, unsend) find deliveries by their token.
             models.Index(

@@ -233,6 +233,52 @@ def test_a_limit_of_two_running_per_key_holds_across_three_executors(stack, rule
             stack.executors.remove(worker)
 
 
+def test_a_flood_of_one_key_ahead_runs_one_at_a_time_in_order_while_other_work_flows(
+    stack, rules, unique
+):
+    """One key's flood, ahead of everything else (priority 9), limited to one at a time: the
+    dispatcher sets it aside (limits.py) and gives it back a job at a time, so it runs in
+    line order and the other work is not held back behind it."""
+    settled_executors(stack)
+    tag = f"t{unique}"
+    rules.limit(f"{tag}-flood", max_running=1)
+    flood = submit(
+        [
+            {
+                "jobType": "SIMULATION",
+                "priority": 9,
+                "concurrencyKey": f"{tag}-flood",
+                "payload": {"steps": [{"action": "SLEEP", "durationMs": 100}]},
+            }
+            for _ in range(40)
+        ]
+    )
+    others = submit([sleep_job() for _ in range(12)])
+
+    wait_all_completed(flood + others, timeout=60)
+    assert_each_ran_exactly_once(flood + others)
+
+    flood_attempts = sorted(
+        ExecutionAttempt.objects.filter(job_id__in=flood), key=lambda a: a.started_at
+    )
+    due = dict(JobExecution.objects.filter(job_id__in=flood).values_list("job_id", "next_run_at"))
+    line_order = [due[a.job_id] for a in flood_attempts]
+    others_done = max(
+        ExecutionAttempt.objects.filter(job_id__in=others).values_list("finished_at", flat=True)
+    )
+    flood_done = flood_attempts[-1].finished_at
+    print(
+        f"\nflood of 40 at 1 running: others done {(flood_done - others_done).total_seconds():.2f}"
+        " s before the flood's last"
+    )
+    assert max_overlap([(a.started_at, a.finished_at) for a in flood_attempts]) == 1
+    assert line_order == sorted(line_order)  # one after the other, in line order
+    # One at a time, the flood takes at least 4 s; the others (four waves of 0.3 s at most on
+    # the threads the flood leaves) finish well before unless the flood holds them back.
+    assert others_done < flood_done
+    assert not JobExecution.objects.filter(job_id__in=flood, set_aside=True).exists()
+
+
 # --- per-key rate limit ---------------------------------------------------------------------
 
 

@@ -14,12 +14,14 @@ import pytest
 
 from apps.core.errors import InvalidRequest
 from apps.executor.services import attempt_finish, attempt_start
+from apps.scheduler import limits
 from apps.scheduler.dispatch import dispatch_due_jobs
 from apps.scheduler.invariants import check_invariants
 from apps.scheduler.models import ConcurrencyLimit, ExecutionStatus, JobExecution, Pause
 from apps.scheduler.services import (
     concurrency_limit_delete,
     concurrency_limit_set,
+    execution_cancel,
     queue_pause,
     queue_resume,
 )
@@ -216,6 +218,101 @@ def test_removing_a_limit_releases_the_waiting_work():
     assert concurrency_limit_delete(pattern="k") is False
     assert len(dispatch()) == 3
     assert {execution_of(j).status for j in keyed} == {ExecutionStatus.DISPATCHED}
+
+
+def set_aside(job_ids) -> set[uuid.UUID]:
+    return set(
+        JobExecution.objects.filter(job_id__in=job_ids, set_aside=True).values_list(
+            "job_id", flat=True
+        )
+    )
+
+
+def test_a_flood_of_a_key_at_its_limit_leaves_the_line_and_comes_back_in_its_order():
+    """One key's backlog ahead of everything else (a higher priority, submitted first): once
+    the key is at its limit its waiting work is set aside, so no claim reads it, and each time
+    the key has room again its next job in line order goes."""
+    concurrency_limit_set(pattern="hog", max_running=1, max_per_second=None)
+    hog = [
+        submitted_job([{"action": "LOG", "message": "x"}], concurrencyKey="hog", priority=9).id
+        for _ in range(12)
+    ]
+    others = jobs(5, priority=5)
+
+    first = dispatch()
+    assert first == {hog[0]} | others  # the key's room is one
+    assert set_aside(hog) == set()  # it was not at its limit when this claim began
+    assert dispatch() == set()
+    assert set_aside(hog) == set(hog[1:])  # at its limit now: out of the line
+
+    sent_in_turn = []
+    for running in hog[:-1]:
+        finish(running)
+        sent = dispatch()
+        assert len(sent) == 1
+        sent_in_turn.extend(sent)
+    assert sent_in_turn == hog[1:]  # submission order within the priority, as in line
+    assert set_aside(hog) == set()
+    no_violations()
+
+
+def test_later_work_of_a_key_at_its_limit_is_set_aside_too_and_a_batch_at_a_time(monkeypatch):
+    monkeypatch.setattr(limits, "SET_ASIDE_BATCH", 4)
+    concurrency_limit_set(pattern="hog", max_running=1, max_per_second=None)
+    running = jobs(1, concurrencyKey="hog")
+    assert dispatch() == running
+    flood = jobs(10, concurrencyKey="hog", priority=9)
+    later = jobs(2)
+
+    assert dispatch() == later
+    assert len(set_aside(flood)) == 4  # a dispatch holds the lock for a bounded time
+    dispatch()
+    dispatch()
+    assert set_aside(flood) == flood
+
+
+def test_set_aside_work_goes_back_in_line_when_its_limit_is_removed(monkeypatch):
+    monkeypatch.setattr(limits, "PUT_BACK_BATCH", 3)
+    concurrency_limit_set(pattern="k", max_running=1, max_per_second=None)
+    keyed = jobs(7, concurrencyKey="k")
+    assert len(dispatch()) == 1
+    dispatch()
+    assert len(set_aside(keyed)) == 6
+    assert concurrency_limit_delete(pattern="k") is True
+
+    assert len(dispatch()) == 3  # a batch at a time
+    assert len(dispatch()) == 3
+    assert {execution_of(j).status for j in keyed} == {ExecutionStatus.DISPATCHED}
+    no_violations()
+
+
+def test_a_rate_limited_key_gets_its_set_aside_work_back_when_the_window_passes():
+    concurrency_limit_set(pattern="burst", max_running=None, max_per_second=2)
+    burst = jobs(6, concurrencyKey="burst")
+    sent = dispatch()
+    assert len(sent) == 2
+    assert dispatch() == set()
+    assert set_aside(burst) == burst - sent
+    JobExecution.objects.filter(job_id__in=sent).update(  # a second later, without sleeping
+        dispatched_at=execution_of(next(iter(sent))).dispatched_at - timedelta(seconds=2)
+    )
+    later = dispatch()
+    assert len(later) == 2 and later <= burst - sent
+
+
+def test_set_aside_work_can_be_cancelled_at_once_and_a_paused_queues_work_stays_in_line():
+    concurrency_limit_set(pattern="k", max_running=1, max_per_second=None)
+    keyed = jobs(3, concurrencyKey="k")
+    paused = jobs(2, concurrencyKey="k", queueName="bulk")
+    queue_pause(scope="QUEUE", name="bulk")
+    assert len(dispatch()) == 1
+    dispatch()
+    aside = set_aside(keyed | paused)
+    assert len(aside) == 2 and not aside & paused  # a pause holds those back by itself
+
+    victim = next(iter(aside))
+    assert execution_cancel(job_id=victim).status == ExecutionStatus.CANCELLED
+    no_violations()
 
 
 @pytest.mark.parametrize(

@@ -4,12 +4,14 @@ import pytest
 
 from apps.scheduler.limits import (
     EXACT_KEY_PRECEDENCE,
+    PUT_BACK_BATCH,
     Allowance,
     Limit,
     glob_matches,
     like_pattern,
     limit_for,
     plan,
+    put_back_counts,
 )
 
 
@@ -68,3 +70,18 @@ def test_both_limits_apply_and_the_tighter_one_wins():
     limits = [Limit("k", 5, 2)]
     assert plan(limits, {"k": (1, 1)}) == ((), (Allowance("k", 2, 1), Allowance("k", 1, 10**6)))
     assert plan(limits, {"k": (5, 0)})[0] == ("k",)
+
+
+def test_set_aside_work_goes_back_by_its_keys_room_and_a_batch_at_most():
+    limits = [Limit("customer-*", 3, None), Limit("burst", None, 10**6)]
+    usage = {"customer-1": (3, 0), "customer-2": (1, 0), "burst": (0, 5)}
+    counts = put_back_counts(
+        limits, usage, ["customer-1", "customer-2", "customer-3", "burst", "unlimited-now"]
+    )
+    assert counts == (
+        ("burst", PUT_BACK_BATCH),  # room, but no more than a batch at a time
+        # customer-1 is at its limit: nothing goes back
+        ("customer-2", 2),
+        ("customer-3", 3),  # nothing in flight: the pattern's whole room
+        ("unlimited-now", PUT_BACK_BATCH),  # its limit was removed
+    )
