@@ -36,7 +36,8 @@ class JobExecutionAdmin(ExactSearchMixin, ReadOnlyAdmin):
         "lease_expires_at",
         "updated_at",
     ]
-    list_filter = ["status", "cancel_requested"]
+    # "set aside": waiting while its key is at its limit (apps/scheduler/limits.py).
+    list_filter = ["status", "cancel_requested", "set_aside"]
     list_select_related = ["job"]
     search_fields = ["job__id", "job__trace_id"]
     search_help_text = "Exact job id or trace id."
