@@ -157,10 +157,11 @@ def _claim(
     rules = limits.dispatch_rules()
     if job_ids is None:
         # Keep the line clear of keys at their limit, and give keys with room their work back
-        # (limits.py); the fast path after a submit claims a few given jobs and leaves this to
-        # the next full dispatch.
+        # (limits.py).
         lifecycle.executions_set_aside(rules, batch=limits.SET_ASIDE_BATCH)
         lifecycle.executions_put_back(rules)
+    else:
+        rules = rules.for_given_jobs()  # the next full dispatch does that
     # Where the n-th claim goes, chosen before the claim so that one statement records it:
     # `assign` is sequential, so its first k choices are the same for any count ≥ k.
     targets = flow.assign(min(limit, free), credits)

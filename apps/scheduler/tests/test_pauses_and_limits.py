@@ -256,6 +256,21 @@ def test_a_flood_of_a_key_at_its_limit_leaves_the_line_and_comes_back_in_its_ord
     no_violations()
 
 
+def test_a_new_job_does_not_overtake_its_keys_set_aside_work_on_the_fast_path():
+    concurrency_limit_set(pattern="k", max_running=1, max_per_second=None)
+    first, *older = [submitted_job(concurrencyKey="k").id for _ in range(3)]
+    assert dispatch() == {first}
+    dispatch()
+    assert set_aside(older) == set(older)
+    new = submitted_job(concurrencyKey="k").id  # its own fast path: the key is at its limit
+    finish(first)
+
+    # The key has room; the fast path after a submit would take the new job, ahead of the
+    # older ones waiting aside.
+    assert dispatch_due_jobs(job_ids=[new], publish=lambda messages: None) == []
+    assert dispatch() == {older[0]}
+
+
 def test_later_work_of_a_key_at_its_limit_is_set_aside_too_and_a_batch_at_a_time(monkeypatch):
     monkeypatch.setattr(limits, "SET_ASIDE_BATCH", 4)
     concurrency_limit_set(pattern="hog", max_running=1, max_per_second=None)

@@ -6,6 +6,7 @@ from apps.scheduler.limits import (
     EXACT_KEY_PRECEDENCE,
     PUT_BACK_BATCH,
     Allowance,
+    DispatchRules,
     Limit,
     glob_matches,
     like_pattern,
@@ -85,3 +86,10 @@ def test_set_aside_work_goes_back_by_its_keys_room_and_a_batch_at_most():
         ("customer-3", 3),  # nothing in flight: the pattern's whole room
         ("unlimited-now", PUT_BACK_BATCH),  # its limit was removed
     )
+
+
+def test_a_claim_of_given_jobs_treats_keys_with_work_set_aside_as_blocked():
+    rules = DispatchRules(blocked_keys=("full",), put_back=(("roomy", 2),))
+    given = rules.for_given_jobs()
+    assert given.blocked_keys == ("full", "roomy") and given.put_back == ()
+    assert DispatchRules(blocked_keys=("full",)).for_given_jobs().blocked_keys == ("full",)
