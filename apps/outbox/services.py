@@ -11,6 +11,7 @@ Delivery is at-least-once: consumers de-duplicate by the `eventId` header.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 import threading
@@ -81,13 +82,48 @@ def _enqueue_step_statement(key: str, payload: str, trace_id: str, from_sql: str
 
 def outbox_enqueue_many(*, topic: str, events: list[tuple[str, dict, str]]) -> int:
     """`outbox_enqueue` for many events of one topic, given as (key, payload, trace id): one
-    INSERT in the current transaction, one wake of the relay after commit. Returns the count."""
-    rows = OutboxEvent.objects.bulk_create(
-        OutboxEvent(topic=topic, key=key, payload=payload, trace_id=trace_id)
-        for key, payload, trace_id in events
-    )
+    INSERT … SELECT over arrays of their values in the current transaction, one wake of the
+    relay after commit. Returns the count.
+
+    A bulk_create of a batch of a thousand compiled its eight thousand values one by one (54
+    ms of the web process's CPU per batch; 93 ms once the event time became a database
+    default); this statement has two parameters, whatever the batch's size (2.3 ms)."""
+    if not events:
+        return 0
+    # One JSON document for the whole batch: as text arrays, the payloads' quotes were escaped
+    # one by one by psycopg's array dumper (a regular expression per quote), half the cost.
+    rows = [{"k": key, "p": payload, "t": trace_id} for key, payload, trace_id in events]
+    with connection.cursor() as cursor:
+        cursor.execute(_enqueue_many_statement(), [topic, json.dumps(rows)])
+        count = cursor.rowcount
     transaction.on_commit(relay_soon)
-    return len(rows)
+    return count
+
+
+@functools.cache
+def _enqueue_many_statement() -> str:
+    """`outbox_enqueue_many`'s SQL: ids from the database (new UUIDs), the event time its
+    column's default (the database clock), the other fields' defaults literals of the text."""
+    expressions = {
+        "id": "gen_random_uuid()",
+        "topic": "%s",
+        "key": "e.k",
+        "payload": "e.p",
+        "trace_id": "e.t",
+        "created_at": "DEFAULT",
+    }
+    qn = connection.ops.quote_name
+    columns, values = [], []
+    for field in OutboxEvent._meta.concrete_fields:
+        if field.name == "created_at":
+            continue  # left to its default
+        columns.append(qn(field.column))
+        values.append(expressions.get(field.name) or default_literal(field))
+    return (
+        f"INSERT INTO {qn(OutboxEvent._meta.db_table)} ({', '.join(columns)}) "
+        f"SELECT {', '.join(values)} "
+        "FROM jsonb_to_recordset(%s::jsonb) AS e(k text, p jsonb, t text)"
+    )
 
 
 def outbox_relay_pending() -> int:

@@ -73,7 +73,9 @@ def test_a_batch_is_persisted_in_bulk_and_dispatched_once(
     delayed = JobExecution.objects.get(job_id=ids[-1])
     assert delayed.next_run_at == datetime.fromisoformat(later)
     event = OutboxEvent.objects.get(key=ids[0])
-    assert event.topic == "job-created"
+    assert event.topic == "job-created" and event.trace_id == accepted[0]["traceId"]
+    assert sorted(OutboxEvent.objects.values_list("key", flat=True)) == sorted(ids)
+    assert not OutboxEvent.objects.filter(published_at__isnull=False).exists()
     assert event.payload["jobId"] == ids[0] and event.payload["traceId"] == accepted[0]["traceId"]
     assert set(event.payload) == {
         "jobId", "traceId", "jobType", "priority", "maxRetryCount", "runAt", "createdAt",
