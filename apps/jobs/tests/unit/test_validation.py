@@ -231,6 +231,38 @@ def test_the_fingerprint_is_stable_and_tells_requests_apart():
     assert fingerprint(runAt="2030-01-01T00:00:00Z") != fingerprint()
 
 
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (
+            request({"action": "LOG", "message": "a"}),
+            "70044953364508b838ef5291b8d8d6c687219892b21f352e30c06bb90297563b",
+        ),
+        (
+            request(
+                {"action": "SLEEP", "durationMs": 5},
+                {"action": "LOG", "message": "é"},
+                priority=7,
+                maxRetryCount=2,
+                runAt="2030-01-01T00:00:00Z",
+                queueName="bulk",
+                concurrencyKey="customer-1",
+                uniqueKey="u",
+                uniqueScope="period",
+                uniqueForSeconds=60,
+            ),
+            "a2576bada1a504832188a79b3557a3f2275c22098057d3dc1b65dd50b0791051",
+        ),
+    ],
+    ids=["simulation", "every-field"],
+)
+def test_the_fingerprint_is_the_same_in_every_release(body, expected):
+    """Jobs store it, and a request repeated with its idempotency key is compared by it: a
+    fingerprint that changed between releases would turn a retry across a deploy into a
+    conflict. These values are what the releases before this test computed."""
+    assert parse_job_request(body).fingerprint() == expected
+
+
 # --- runAt ---------------------------------------------------------------------------------
 
 
