@@ -229,49 +229,65 @@ def _key_usage() -> dict[str, tuple[int, int]]:
 
 def dispatch_rules() -> DispatchRules:
     """The rules for one claim, read inside the dispatch transaction: one query for the pauses,
-    the limits (both tables are small) and the keys that have rows set aside, and one for the
-    keys' use when a limit is set or something is set aside."""
+    the limits (both tables are small) and whether anything is set aside; then, only when a
+    limit is set or something is set aside, the keys' use and the keys with work set aside."""
     table = JobExecution._meta.db_table
-    waiting = f"'{ExecutionStatus.PENDING.value}'"  # the enum's own value, never input
-    # The keys with rows set aside, skipping through execution_set_aside one key at a time.
-    # ORDER BY … LIMIT 1 rather than min(): right after a flood was set aside, statistics that
-    # still say "nothing is set aside" made min() read every entry of the index (5 ms).
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            WITH RECURSIVE aside(key) AS (
-                SELECT (
-                    SELECT concurrency_key FROM {table} WHERE status = {waiting} AND set_aside
-                    ORDER BY concurrency_key LIMIT 1
-                )
-                UNION ALL
-                SELECT (
-                    SELECT concurrency_key FROM {table}
-                    WHERE status = {waiting} AND set_aside AND concurrency_key > aside.key
-                    ORDER BY concurrency_key LIMIT 1
-                ) FROM aside WHERE aside.key IS NOT NULL
-            )
             SELECT scope, name, NULL, NULL FROM {Pause._meta.db_table}
             UNION ALL
             SELECT NULL, pattern, max_running, max_per_second
             FROM {ConcurrencyLimit._meta.db_table}
             UNION ALL
-            SELECT '{_SET_ASIDE}', key, NULL, NULL FROM aside WHERE key IS NOT NULL
+            SELECT '{_SET_ASIDE}', ({_FIRST_KEY_SET_ASIDE.format(table=table, after="")}),
+                NULL, NULL
             """
         )
         rows = cursor.fetchall()
     queues = tuple(name for scope, name, _, _ in rows if scope == PauseScope.QUEUE)
     job_types = tuple(name for scope, name, _, _ in rows if scope == PauseScope.JOB_TYPE)
-    aside = [name for scope, name, _, _ in rows if scope == _SET_ASIDE]
+    anything_aside = any(name for scope, name, _, _ in rows if scope == _SET_ASIDE)
     limits = [
         Limit(name, running, per_second)
         for scope, name, running, per_second in rows
         if scope is None
     ]
+    aside = _keys_set_aside() if anything_aside else []
     usage = _key_usage() if limits or aside else {}
     blocked, allowances = plan(limits, usage) if limits else ((), ())
     put_back = put_back_counts(limits, usage, aside) if aside else ()
     return DispatchRules(queues, job_types, blocked, allowances, put_back)
+
+
+# The first key (after `after`) with work set aside: one probe of execution_set_aside. ORDER
+# BY … LIMIT 1 rather than min(): right after a flood was set aside, statistics that still said
+# "nothing is set aside" made min() read every entry of the index (5 ms).
+_FIRST_KEY_SET_ASIDE = (
+    f"SELECT concurrency_key FROM {{table}} WHERE status = '{ExecutionStatus.PENDING.value}' "
+    "AND set_aside {after} ORDER BY concurrency_key LIMIT 1"
+)
+
+
+def _keys_set_aside() -> list[str]:
+    """The keys with work set aside, skipping through execution_set_aside one key at a time.
+    A query of its own, run only when something is set aside: planning the recursive query
+    cost every dispatch 0.14 ms where statements are not prepared."""
+    table = JobExecution._meta.db_table
+    first = _FIRST_KEY_SET_ASIDE.format(table=table, after="")
+    following = _FIRST_KEY_SET_ASIDE.format(table=table, after="AND concurrency_key > aside.key")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH RECURSIVE aside(key) AS (
+                SELECT ({first})
+                UNION ALL
+                SELECT ({following}) FROM aside WHERE aside.key IS NOT NULL
+            )
+            SELECT key FROM aside WHERE key IS NOT NULL
+            """
+        )
+        return [key for (key,) in cursor.fetchall()]
 
 
 # The scope of the rules query's rows that name a key with rows set aside (not a Pause scope).
