@@ -10,6 +10,8 @@ a rule holds back, one case at a time, and prints the median time of a dispatch 
 (rules + claim of 4, rolled back) and of reading the rules alone:
 
 - a paused queue's backlog (read queue by queue since 0009: never read),
+- a paused job type's backlog in the same queue as the open work, alone and with a queue
+  paused as well,
 - a key at its `max_running` limit with its backlog queued behind the open work,
 - the same key's backlog queued ahead of the open work (set aside since 0011: out of the
   claim's line; the dispatches that set it aside, a batch each, are timed and printed too).
@@ -34,7 +36,16 @@ CALLS = 20
 BACKLOG = 50_000
 
 
-def add_jobs(count: int, *, queue="default", priority=5, key=None, status="PENDING", age_s=1):
+def add_jobs(
+    count: int,
+    *,
+    queue="default",
+    priority=5,
+    key=None,
+    status="PENDING",
+    age_s=1,
+    job_type="SIMULATION",
+):
     """`count` jobs, each with an execution in `status`, due `age_s` seconds ago (SQL)."""
     from django.db import connection
 
@@ -45,20 +56,20 @@ def add_jobs(count: int, *, queue="default", priority=5, key=None, status="PENDI
                 INSERT INTO jobs_job (id, job_type, instruction, trace_id, traceparent,
                     request_fingerprint, priority, max_retries, timeout_seconds, created_at,
                     updated_at, queue_name, concurrency_key)
-                SELECT gen_random_uuid(), 'SIMULATION', '{"steps": []}'::jsonb,
+                SELECT gen_random_uuid(), %s, '{"steps": []}'::jsonb,
                     md5(random()::text), '', '', %s, 3, 60, now(), now(), %s, %s
                 FROM generate_series(1, %s)
-                RETURNING id, priority, queue_name, concurrency_key)
+                RETURNING id, priority, queue_name, concurrency_key, job_type)
             INSERT INTO scheduler_jobexecution (id, job_id, status, priority, retry_count,
                 max_retries, next_run_at, attempt_count, version, updated_at, queue_name,
                 job_type, concurrency_key, cancel_requested, last_error, worker_id,
                 redelivery_count)
             SELECT gen_random_uuid(), id, %s, priority, 0, 3,
-                now() - make_interval(secs => %s), 0, 1, now(), queue_name, 'SIMULATION',
+                now() - make_interval(secs => %s), 0, 1, now(), queue_name, job_type,
                 concurrency_key, false, '', '', 0
             FROM j
             """,
-            [priority, queue, key, count, status, age_s],
+            [job_type, priority, queue, key, count, status, age_s],
         )
         cursor.execute("ANALYZE")
 
@@ -142,6 +153,14 @@ def main() -> None:
         Pause.objects.all().delete()
         with connections["default"].cursor() as cursor:
             cursor.execute("DELETE FROM scheduler_jobexecution WHERE queue_name = 'bulk'")
+        add_jobs(BACKLOG, priority=9, job_type="TASK")
+        Pause.objects.create(scope="JOB_TYPE", name="TASK", paused_at=timezone.now())
+        report(f"+ {BACKLOG:,} of a paused job type ahead of them, in the same queue")
+        Pause.objects.create(scope="QUEUE", name="bulk", paused_at=timezone.now())
+        report("  and a queue paused too")
+        Pause.objects.all().delete()
+        with connections["default"].cursor() as cursor:
+            cursor.execute("DELETE FROM scheduler_jobexecution WHERE job_type = 'TASK'")
         ConcurrencyLimit.objects.create(pattern="customer-*", max_running=1)
         add_jobs(1, key="customer-x", status="RUNNING")
         add_jobs(BACKLOG, priority=5, key="customer-x", age_s=0)
