@@ -76,10 +76,12 @@ class JobExecution(models.Model):
                 name="execution_due_work",
                 condition=models.Q(status="PENDING", set_aside=False),
             ),
-            # The same line, queue by queue: the claim reads it so while a queue is paused
-            # (lifecycle._due_per_open_queue), and skips through it for the queues' names.
+            # The same line per queue and job type: the claim reads it so while a queue or a
+            # job type is paused (lifecycle._due_per_open_line), and skips through it for the
+            # (queue, job type) pairs that have work waiting.
             models.Index(
                 "queue_name",
+                "job_type",
                 models.F("priority").desc(),
                 "next_run_at",
                 name="execution_queue_line",

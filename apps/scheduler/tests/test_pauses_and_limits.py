@@ -14,6 +14,8 @@ import pytest
 
 from apps.core.errors import InvalidRequest
 from apps.executor.services import attempt_finish, attempt_start
+from apps.jobs.services import job_submit
+from apps.jobs.validation import parse_job_request
 from apps.scheduler import limits
 from apps.scheduler.dispatch import dispatch_due_jobs
 from apps.scheduler.invariants import check_invariants
@@ -69,8 +71,9 @@ def test_a_paused_queue_starts_nothing_and_other_queues_flow_until_resume():
 
 
 def test_while_a_queue_is_paused_the_open_queues_share_one_line_by_priority(settings):
-    """With a pause the claim reads queue by queue (lifecycle._due_per_open_queue); what it
-    takes must still be the best of all open queues, up to the credits, in priority order."""
+    """With a pause the claim reads per queue and job type (lifecycle._due_per_open_line);
+    what it takes must still be the best of all open queues, up to the credits, in priority
+    order."""
     settings.JOBWEAVER_DISPATCH_PREFETCH = 1
     paused = [submitted_job(queueName="bulk", priority=9).id for _ in range(5)]
     queue_pause(scope="QUEUE", name="bulk")
@@ -94,6 +97,44 @@ def test_a_paused_job_type_starts_none_of_its_jobs():
     assert dispatch() == set()
     queue_resume(scope="JOB_TYPE", name="SIMULATION")
     assert dispatch() == simulations
+
+
+def task_job(**fields):
+    payload = {"task": "apps.examples.tasks.add", "args": [1, 2]}
+    return job_submit(spec=parse_job_request({"jobType": "TASK", "payload": payload, **fields}))
+
+
+@pytest.mark.parametrize("queue_paused", [False, True], ids=["", "and-a-queue"])
+def test_while_a_job_type_is_paused_the_other_work_shares_one_line_by_priority(
+    settings, queue_paused
+):
+    """A paused job type's work ahead of everything else, in the same queues as the open work:
+    the claim takes the best open work of every queue, in priority order, up to the credits,
+    and none of the paused; a resume lets it go first again."""
+    settings.JOBWEAVER_DISPATCH_PREFETCH = 1
+    tasks = [task_job(queueName=q, priority=9).job.id for q in ("a", "b", "a")]
+    queue_pause(scope="JOB_TYPE", name="TASK")
+    bulk = [submitted_job(queueName="bulk", priority=9).id for _ in range(2)]
+    if queue_paused:
+        queue_pause(scope="QUEUE", name="bulk")
+    a = {p: submitted_job(queueName="a", priority=p).id for p in (3, 7, 5)}
+    b = {p: submitted_job(queueName="b", priority=p).id for p in (8, 1, 6)}
+    first = [*(() if queue_paused else bulk), b[8], a[7], b[6]][:3]
+    live_executor(slots=3)
+
+    assert dispatch_due_jobs(publish=lambda messages: None) == first
+    assert {execution_of(j).status for j in tasks} == {ExecutionStatus.PENDING}
+
+    live_executor(slots=9)
+    dispatch_due_jobs(publish=lambda messages: None)
+    assert {execution_of(j).status for j in tasks} == {ExecutionStatus.PENDING}
+    open_work = [*a.values(), *b.values(), *(() if queue_paused else bulk)]
+    assert {execution_of(j).status for j in open_work} == {ExecutionStatus.DISPATCHED}
+
+    queue_resume(scope="JOB_TYPE", name="TASK")
+    live_executor(slots=20)
+    assert set(dispatch_due_jobs(publish=lambda messages: None)) == set(tasks)
+    no_violations()
 
 
 def test_pause_takes_back_sent_deliveries_and_lets_running_work_finish():
@@ -152,8 +193,8 @@ def test_a_bad_pause_is_refused_and_changes_nothing(scope, name):
 
 @pytest.mark.parametrize("paused_queue", [False, True], ids=["", "with-a-paused-queue"])
 def test_at_most_n_running_per_key_while_other_keys_and_unkeyed_work_flow(paused_queue):
-    # With a queue paused the claim reads queue by queue (lifecycle._due_per_open_queue): the
-    # limits must apply the same.
+    # With a queue paused the claim reads per queue and job type
+    # (lifecycle._due_per_open_line): the limits must apply the same.
     held = jobs(3, queueName="bulk", concurrencyKey="customer-1") if paused_queue else set()
     if paused_queue:
         queue_pause(scope="QUEUE", name="bulk")
