@@ -14,7 +14,9 @@ a rule holds back, one case at a time, and prints the median time of a dispatch 
   paused as well,
 - a key at its `max_running` limit with its backlog queued behind the open work,
 - the same key's backlog queued ahead of the open work (set aside since 0011: out of the
-  claim's line; the dispatches that set it aside, a batch each, are timed and printed too).
+  claim's line; the dispatches that set it aside, a batch each, are timed and printed too),
+- a key at its limit whose backlog waits in a paused queue, and the same backlog set aside
+  before the pause once the key has room again.
 
 Each measured dispatch does what `dispatch._claim` does under its lock: read the rules, set
 aside and put back (limits.py), claim.
@@ -184,6 +186,24 @@ def main() -> None:
                 "WHERE status = 'RUNNING' AND concurrency_key = 'customer-x'"
             )
         report("  the key has room again: its best one goes back in line")
+        with connections["default"].cursor() as cursor:
+            cursor.execute("DELETE FROM scheduler_jobexecution WHERE concurrency_key IS NOT NULL")
+        add_jobs(1, key="customer-y", status="RUNNING")
+        add_jobs(BACKLOG, queue="bulk", priority=9, key="customer-y")
+        Pause.objects.create(scope="QUEUE", name="bulk", paused_at=timezone.now())
+        report(f"+ {BACKLOG:,} of a key at its limit, in a paused queue")
+        with connections["default"].cursor() as cursor:
+            # As if set aside before the pause came
+            cursor.execute(
+                "UPDATE scheduler_jobexecution SET set_aside = true "
+                "WHERE status = 'PENDING' AND concurrency_key = 'customer-y'"
+            )
+            cursor.execute(
+                "UPDATE scheduler_jobexecution SET status = 'COMPLETED', finished_at = now() "
+                "WHERE status = 'RUNNING' AND concurrency_key = 'customer-y'"
+            )
+            cursor.execute("ANALYZE")
+        report("  set aside before the queue was paused, and the key has room again")
     finally:
         connections.close_all()
         drop_database(DATABASE)
