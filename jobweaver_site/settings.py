@@ -114,6 +114,12 @@ DATABASES["default"].setdefault("OPTIONS", {})["options"] = " ".join(
         ("idle_in_transaction_session_timeout", JOBWEAVER_DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS),
     )
 )
+# No JIT compilation: every statement here is short, and PostgreSQL compiles a plan whose
+# estimated cost passes jit_above_cost on every execution (it caches no machine code). The
+# dispatch claim's estimate passed it once statistics saw a set-aside flood (a recursive CTE is
+# guessed at a hundred rows): 15-17 ms of compiling for a 0.2 ms claim, every dispatch
+# (auto_explain under bench/dispatch_rules.py).
+DATABASES["default"]["OPTIONS"]["options"] += " -c jit=off"
 # A server that does not answer is an error after this long, not a hang (libpq waits forever).
 DATABASES["default"]["OPTIONS"].setdefault(
     "connect_timeout", env.int("JOBWEAVER_DB_CONNECT_TIMEOUT_SECONDS", default=5)
