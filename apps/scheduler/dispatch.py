@@ -161,6 +161,11 @@ def _claim(
         lifecycle.executions_set_aside(rules, batch=limits.SET_ASIDE_BATCH)
         lifecycle.executions_put_back(rules)
     else:
+        if rules.put_back:
+            # A key with room has work set aside, so this claim leaves that key's new jobs in
+            # line; wake the full dispatch to put its work back and send it, rather than
+            # leave them to the next wake-up (up to a second with nothing else moving).
+            flow.notify_dispatch()
         rules = rules.for_given_jobs()  # the next full dispatch does that
     # Where the n-th claim goes, chosen before the claim so that one statement records it:
     # `assign` is sequential, so its first k choices are the same for any count ≥ k.

@@ -391,9 +391,11 @@ def executions_claim(
 
 def executions_set_aside(rules: DispatchRules, *, batch: int) -> int:
     """Transition "set_aside" for up to `batch` waiting executions of the keys at their limit
-    (`rules.blocked_keys`): out of the claim's line, still PENDING. Work of a paused queue or
-    job type stays in line (the claim does not read it while paused), so what is set aside is
-    what the key's room alone holds back. Returns how many."""
+    (`rules.blocked_keys`): out of the claim's line, still PENDING. Wherever they wait: work
+    of a paused queue or job type is set aside too, since leaving it in line made this scan
+    read past all of it on every dispatch (9.7 ms with one key's 50,000 in a paused queue,
+    bench/dispatch_rules.py); put-back leaves it aside while the pause lasts. Returns how
+    many."""
     assert_in_transaction("executions_set_aside")
     if not rules.blocked_keys:
         return 0
@@ -410,14 +412,13 @@ def executions_set_aside(rules: DispatchRules, *, batch: int) -> int:
             FROM (
                 SELECT id FROM {table}
                 WHERE status = {waiting} AND NOT set_aside AND concurrency_key = ANY(%s)
-                    AND queue_name <> ALL(%s) AND job_type <> ALL(%s)
                 ORDER BY concurrency_key
                 LIMIT {int(batch)}
                 FOR UPDATE SKIP LOCKED
             ) AS blocked
             WHERE e.id = blocked.id
             """,
-            [list(rules.blocked_keys), *_paused(rules)],
+            [list(rules.blocked_keys)],
         )
         moved = cursor.rowcount
     if moved:
@@ -429,40 +430,66 @@ def executions_put_back(rules: DispatchRules) -> int:
     """Transition "put_back": for each (key, n) of `rules.put_back` (n at most
     limits.PUT_BACK_BATCH), the key's best n due set-aside executions (priority, then due
     time: the claim's order) outside paused queues and job types go back in line. Returns
-    how many."""
+    how many.
+
+    A key's set-aside work is read line by line, a line being its work of one queue and one
+    job type (execution_set_aside's order): the lines are found by skipping through the index
+    one (queue, job type) at a time, and a paused one is never read. Filtered row by row, a
+    key's work set aside in a queue paused afterwards was read by every dispatch until the
+    resume (10.9 ms with 50,000 of it, bench/dispatch_rules.py)."""
     assert_in_transaction("executions_put_back")
     if not rules.put_back:
         return 0
     table = JobExecution._meta.db_table
     (source,) = TRANSITIONS["put_back"].sources
-    waiting = rows.status_literal(source)
+    aside = f"status = {rows.status_literal(source)} AND set_aside"
     keys, counts = zip(*rules.put_back, strict=True)
     read = 1 << (max(counts) - 1).bit_length()
-    # Each key's line is read with a constant LIMIT (the largest count rounded up to a power of
-    # two: a few statements, each with its own plan) and cut to its count afterwards: with the
-    # count as the LIMIT the planner could not tell how many rows would be read, and chose to
-    # read and sort every set-aside row (16 ms a dispatch with one key's 50,000). No FOR
-    # UPDATE: dispatches take turns (flow.lock_dispatch), and the UPDATE checks the row again
-    # once it has it (a cancel meanwhile leaves it alone).
+    # Each line is read with a constant LIMIT (the largest count rounded up to a power of
+    # two: a few statements, each with its own plan) and the key's rows cut to its count
+    # afterwards: with the count as the LIMIT the planner could not tell how many rows would
+    # be read, and chose to read and sort every set-aside row (16 ms a dispatch with one key's
+    # 50,000). No FOR UPDATE: dispatches take turns (flow.lock_dispatch), and the UPDATE checks
+    # the row again once it has it (a cancel meanwhile leaves it alone).
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            UPDATE {table} AS e SET set_aside = false
-            FROM (
-                SELECT line.id, k.n, row_number() OVER (
-                    PARTITION BY k.key ORDER BY line.priority DESC, line.next_run_at
+            WITH RECURSIVE room(key, n) AS (
+                SELECT * FROM unnest(%s::text[], %s::int[])
+            ),
+            lines(key, queue_name, job_type) AS (
+                SELECT room.key, first.queue_name, first.job_type
+                FROM room CROSS JOIN LATERAL (
+                    SELECT queue_name, job_type FROM {table}
+                    WHERE {aside} AND concurrency_key = room.key
+                    ORDER BY queue_name, job_type LIMIT 1
+                ) AS first
+                UNION ALL
+                SELECT lines.key, later.queue_name, later.job_type
+                FROM lines CROSS JOIN LATERAL (
+                    SELECT queue_name, job_type FROM {table}
+                    WHERE {aside} AND concurrency_key = lines.key
+                        AND (queue_name, job_type) > (lines.queue_name, lines.job_type)
+                    ORDER BY queue_name, job_type LIMIT 1
+                ) AS later
+            ),
+            back AS (
+                SELECT line.id, room.n, row_number() OVER (
+                    PARTITION BY room.key ORDER BY line.priority DESC, line.next_run_at
                 ) AS nth
-                FROM unnest(%s::text[], %s::int[]) AS k(key, n)
-                CROSS JOIN LATERAL (
+                FROM lines JOIN room USING (key) CROSS JOIN LATERAL (
                     SELECT id, priority, next_run_at FROM {table}
-                    WHERE status = {waiting} AND set_aside AND concurrency_key = k.key
+                    WHERE {aside} AND concurrency_key = lines.key
+                        AND queue_name = lines.queue_name AND job_type = lines.job_type
                         AND next_run_at <= clock_timestamp()
-                        AND queue_name <> ALL(%s) AND job_type <> ALL(%s)
                     ORDER BY priority DESC, next_run_at
                     LIMIT {int(read)}
                 ) AS line
-            ) AS back
-            WHERE e.id = back.id AND back.nth <= back.n AND e.status = {waiting} AND e.set_aside
+                WHERE lines.queue_name <> ALL(%s) AND lines.job_type <> ALL(%s)
+            )
+            UPDATE {table} AS e SET set_aside = false
+            FROM back
+            WHERE e.id = back.id AND back.nth <= back.n AND e.{aside}
             """,
             [list(keys), list(counts), *_paused(rules)],
         )

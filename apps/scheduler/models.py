@@ -88,7 +88,8 @@ class JobExecution(models.Model):
                 condition=models.Q(status="PENDING", set_aside=False),
             ),
             # Per-key limits: a blocked key's waiting work in line (to set it aside), and what
-            # is set aside, key by key in line order (to put it back).
+            # is set aside, key by key, per queue and job type in line order (to put it back,
+            # never reading a paused queue's or job type's: lifecycle.executions_put_back).
             models.Index(
                 "concurrency_key",
                 name="execution_key_line",
@@ -98,6 +99,8 @@ class JobExecution(models.Model):
             ),
             models.Index(
                 "concurrency_key",
+                "queue_name",
+                "job_type",
                 models.F("priority").desc(),
                 "next_run_at",
                 name="execution_set_aside",

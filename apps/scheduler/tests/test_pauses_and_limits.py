@@ -312,6 +312,29 @@ def test_a_new_job_does_not_overtake_its_keys_set_aside_work_on_the_fast_path():
     assert dispatch() == {older[0]}
 
 
+@pytest.mark.django_db(transaction=True)  # NOTIFY is delivered when a transaction commits
+def test_a_new_job_left_by_the_fast_path_wakes_the_full_dispatch():
+    """The key has room and only paused work set aside: the fast path still leaves the new job
+    to a full dispatch (it cannot tell where the set-aside work is), so it must wake one."""
+    from apps.scheduler.wakeup import _listen_connection
+
+    concurrency_limit_set(pattern="k", max_running=1, max_per_second=None)
+    live_executor()
+    running = submitted_job(concurrencyKey="k").id  # its fast path sends it
+    paused = submitted_job(concurrencyKey="k", queueName="bulk").id
+    queue_pause(scope="QUEUE", name="bulk")
+    assert dispatch() == set()
+    assert set_aside([paused]) == {paused}
+    finish(running)
+
+    with _listen_connection() as listener:
+        listener.execute("LISTEN jobweaver_dispatch")
+        new = submitted_job(concurrencyKey="k").id
+        assert execution_of(new).status == ExecutionStatus.PENDING
+        assert list(listener.notifies(timeout=5, stop_after=1)), "no wake-up was sent"
+    assert dispatch() == {new}
+
+
 def test_later_work_of_a_key_at_its_limit_is_set_aside_too_and_a_batch_at_a_time(monkeypatch):
     monkeypatch.setattr(limits, "SET_ASIDE_BATCH", 4)
     concurrency_limit_set(pattern="hog", max_running=1, max_per_second=None)
@@ -356,18 +379,53 @@ def test_a_rate_limited_key_gets_its_set_aside_work_back_when_the_window_passes(
     assert len(later) == 2 and later <= burst - sent
 
 
-def test_set_aside_work_can_be_cancelled_at_once_and_a_paused_queues_work_stays_in_line():
+def test_set_aside_work_can_be_cancelled_at_once():
     concurrency_limit_set(pattern="k", max_running=1, max_per_second=None)
     keyed = jobs(3, concurrencyKey="k")
-    paused = jobs(2, concurrencyKey="k", queueName="bulk")
-    queue_pause(scope="QUEUE", name="bulk")
     assert len(dispatch()) == 1
     dispatch()
-    aside = set_aside(keyed | paused)
-    assert len(aside) == 2 and not aside & paused  # a pause holds those back by itself
+    aside = set_aside(keyed)
+    assert len(aside) == 2
 
     victim = next(iter(aside))
     assert execution_cancel(job_id=victim).status == ExecutionStatus.CANCELLED
+    no_violations()
+
+
+def test_a_keys_paused_work_stays_aside_while_its_open_work_goes_back_first():
+    """A key at its limit has work in a paused queue, of a paused job type, and in an open
+    queue, the paused work ahead in line. All of it is set aside (so no dispatch reads it);
+    each time the key has room its best open job goes, never a paused one; a resume brings
+    the paused work back in its order."""
+    concurrency_limit_set(pattern="k", max_running=1, max_per_second=None)
+    running = jobs(1, concurrencyKey="k")
+    assert dispatch() == running
+    bulk = [submitted_job(concurrencyKey="k", queueName="bulk", priority=9).id for _ in range(2)]
+    task = task_job(concurrencyKey="k", priority=8).job.id
+    mail = [submitted_job(concurrencyKey="k", queueName="mail", priority=p).id for p in (5, 6)]
+    queue_pause(scope="QUEUE", name="bulk")
+    queue_pause(scope="JOB_TYPE", name="TASK")
+    assert dispatch() == set()
+    assert set_aside([*bulk, task, *mail]) == {*bulk, task, *mail}
+
+    sent_in_turn = []
+    for previous in [*running, mail[1]]:
+        finish(previous)
+        sent = dispatch()
+        assert len(sent) == 1
+        sent_in_turn.extend(sent)
+    assert sent_in_turn == [mail[1], mail[0]]  # priority 6, then 5; the paused 9s and 8 wait
+    finish(mail[0])
+    assert dispatch() == set()
+    assert set_aside([*bulk, task]) == {*bulk, task}
+
+    queue_resume(scope="QUEUE", name="bulk")
+    assert dispatch() == {bulk[0]}
+    finish(bulk[0])
+    assert dispatch() == {bulk[1]}
+    finish(bulk[1])
+    queue_resume(scope="JOB_TYPE", name="TASK")
+    assert dispatch() == {task}
     no_violations()
 
 
