@@ -391,34 +391,61 @@ def executions_claim(
 
 def executions_set_aside(rules: DispatchRules, *, batch: int) -> int:
     """Transition "set_aside" for up to `batch` waiting executions of the keys at their limit
-    (`rules.blocked_keys`): out of the claim's line, still PENDING. Wherever they wait: work
-    of a paused queue or job type is set aside too, since leaving it in line made this scan
-    read past all of it on every dispatch (9.7 ms with one key's 50,000 in a paused queue,
-    bench/dispatch_rules.py); put-back leaves it aside while the pause lasts. Returns how
-    many."""
+    (`rules.blocked_keys`): out of the claim's line, still PENDING. Work of a paused queue or
+    job type stays in line (the claim does not read a paused line), so what is set aside is
+    what the key's room alone holds back. Returns how many.
+
+    A blocked key's waiting work is read line by line, a line being its work of one queue and
+    one job type (execution_key_line's order): the lines are found by skipping through the
+    index one (queue, job type) at a time, and a paused one is never read. Filtered row by
+    row, a blocked key's backlog in a paused queue was read by every dispatch (9.2 ms with
+    50,000 of it, bench/dispatch_rules.py). Keys are blocked by what they have in flight or
+    sent within the rate window, so their lines are few."""
     assert_in_transaction("executions_set_aside")
     if not rules.blocked_keys:
         return 0
     table = JobExecution._meta.db_table
     (source,) = TRANSITIONS["set_aside"].sources
-    waiting = rows.status_literal(source)
-    # ORDER BY the key (the order of execution_key_line) makes the index the plan whatever the
-    # statistics say: right after a flood was set aside they still said the key's rows were in
-    # line, and a sequential scan "would find them at once" (it read the table, 4 ms).
+    in_line = f"status = {rows.status_literal(source)} AND NOT set_aside"
+    # The lines are found with `ORDER BY … LIMIT 1` in the index's own order, and each line is
+    # read by equality on the index's three columns: plans the statistics cannot turn into a
+    # sequential scan. Right after a flood was set aside they still said the key's rows were
+    # in line, and `concurrency_key = ANY(…)` alone was read with a scan of the table (4 ms).
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            UPDATE {table} AS e SET set_aside = true
-            FROM (
-                SELECT id FROM {table}
-                WHERE status = {waiting} AND NOT set_aside AND concurrency_key = ANY(%s)
-                ORDER BY concurrency_key
+            WITH RECURSIVE lines(key, queue_name, job_type) AS (
+                SELECT blocked.key, first.queue_name, first.job_type
+                FROM unnest(%s::text[]) AS blocked(key) CROSS JOIN LATERAL (
+                    SELECT queue_name, job_type FROM {table}
+                    WHERE {in_line} AND concurrency_key = blocked.key
+                    ORDER BY queue_name, job_type LIMIT 1
+                ) AS first
+                UNION ALL
+                SELECT lines.key, later.queue_name, later.job_type
+                FROM lines CROSS JOIN LATERAL (
+                    SELECT queue_name, job_type FROM {table}
+                    WHERE {in_line} AND concurrency_key = lines.key
+                        AND (queue_name, job_type) > (lines.queue_name, lines.job_type)
+                    ORDER BY queue_name, job_type LIMIT 1
+                ) AS later
+            ),
+            held AS (
+                SELECT line.id FROM lines CROSS JOIN LATERAL (
+                    SELECT id FROM {table}
+                    WHERE {in_line} AND concurrency_key = lines.key
+                        AND queue_name = lines.queue_name AND job_type = lines.job_type
+                    LIMIT {int(batch)}
+                    FOR UPDATE SKIP LOCKED
+                ) AS line
+                WHERE lines.queue_name <> ALL(%s) AND lines.job_type <> ALL(%s)
                 LIMIT {int(batch)}
-                FOR UPDATE SKIP LOCKED
-            ) AS blocked
-            WHERE e.id = blocked.id
+            )
+            UPDATE {table} AS e SET set_aside = true
+            FROM held
+            WHERE e.id = held.id
             """,
-            [list(rules.blocked_keys)],
+            [list(rules.blocked_keys), *_paused(rules)],
         )
         moved = cursor.rowcount
     if moved:
@@ -435,7 +462,7 @@ def executions_put_back(rules: DispatchRules) -> int:
     A key's set-aside work is read line by line, a line being its work of one queue and one
     job type (execution_set_aside's order): the lines are found by skipping through the index
     one (queue, job type) at a time, and a paused one is never read. Filtered row by row, a
-    key's work set aside in a queue paused afterwards was read by every dispatch until the
+    key's work set aside before its queue was paused was read by every dispatch until the
     resume (10.9 ms with 50,000 of it, bench/dispatch_rules.py)."""
     assert_in_transaction("executions_put_back")
     if not rules.put_back:

@@ -88,10 +88,13 @@ class JobExecution(models.Model):
                 condition=models.Q(status="PENDING", set_aside=False),
             ),
             # Per-key limits: a blocked key's waiting work in line (to set it aside), and what
-            # is set aside, key by key, per queue and job type in line order (to put it back,
-            # never reading a paused queue's or job type's: lifecycle.executions_put_back).
+            # is set aside, in line order (to put it back); both key by key, per queue and job
+            # type, so that neither reads a paused one (lifecycle.executions_set_aside,
+            # executions_put_back).
             models.Index(
                 "concurrency_key",
+                "queue_name",
+                "job_type",
                 name="execution_key_line",
                 condition=models.Q(
                     status="PENDING", set_aside=False, concurrency_key__isnull=False

@@ -322,9 +322,9 @@ def test_a_new_job_left_by_the_fast_path_wakes_the_full_dispatch():
     live_executor()
     running = submitted_job(concurrencyKey="k").id  # its fast path sends it
     paused = submitted_job(concurrencyKey="k", queueName="bulk").id
-    queue_pause(scope="QUEUE", name="bulk")
     assert dispatch() == set()
     assert set_aside([paused]) == {paused}
+    queue_pause(scope="QUEUE", name="bulk")
     finish(running)
 
     with _listen_connection() as listener:
@@ -392,11 +392,11 @@ def test_set_aside_work_can_be_cancelled_at_once():
     no_violations()
 
 
-def test_a_keys_paused_work_stays_aside_while_its_open_work_goes_back_first():
+def test_a_keys_paused_work_waits_in_line_while_its_open_work_is_set_aside_and_goes_first():
     """A key at its limit has work in a paused queue, of a paused job type, and in an open
-    queue, the paused work ahead in line. All of it is set aside (so no dispatch reads it);
-    each time the key has room its best open job goes, never a paused one; a resume brings
-    the paused work back in its order."""
+    queue, the paused work ahead in line. The open work is set aside and, each time the key has
+    room, its best job goes; the paused work stays in line, never set aside, and goes in its
+    order after the resumes."""
     concurrency_limit_set(pattern="k", max_running=1, max_per_second=None)
     running = jobs(1, concurrencyKey="k")
     assert dispatch() == running
@@ -406,7 +406,7 @@ def test_a_keys_paused_work_stays_aside_while_its_open_work_goes_back_first():
     queue_pause(scope="QUEUE", name="bulk")
     queue_pause(scope="JOB_TYPE", name="TASK")
     assert dispatch() == set()
-    assert set_aside([*bulk, task, *mail]) == {*bulk, task, *mail}
+    assert set_aside([*bulk, task, *mail]) == set(mail)
 
     sent_in_turn = []
     for previous in [*running, mail[1]]:
@@ -417,7 +417,7 @@ def test_a_keys_paused_work_stays_aside_while_its_open_work_goes_back_first():
     assert sent_in_turn == [mail[1], mail[0]]  # priority 6, then 5; the paused 9s and 8 wait
     finish(mail[0])
     assert dispatch() == set()
-    assert set_aside([*bulk, task]) == {*bulk, task}
+    assert set_aside([*bulk, task]) == set()
 
     queue_resume(scope="QUEUE", name="bulk")
     assert dispatch() == {bulk[0]}
@@ -426,6 +426,25 @@ def test_a_keys_paused_work_stays_aside_while_its_open_work_goes_back_first():
     finish(bulk[1])
     queue_resume(scope="JOB_TYPE", name="TASK")
     assert dispatch() == {task}
+    no_violations()
+
+
+def test_work_set_aside_before_its_queue_was_paused_stays_aside_until_the_resume():
+    concurrency_limit_set(pattern="k", max_running=1, max_per_second=None)
+    running = jobs(1, concurrencyKey="k")
+    assert dispatch() == running
+    bulk = [submitted_job(concurrencyKey="k", queueName="bulk", priority=9).id for _ in range(2)]
+    mail = submitted_job(concurrencyKey="k", queueName="mail").id
+    dispatch()
+    assert set_aside([*bulk, mail]) == {*bulk, mail}
+    queue_pause(scope="QUEUE", name="bulk")
+
+    finish(*running)
+    assert dispatch() == {mail}  # the key's room goes to its open work
+    finish(mail)
+    assert dispatch() == set()
+    queue_resume(scope="QUEUE", name="bulk")
+    assert dispatch() == {bulk[0]}
     no_violations()
 
 
