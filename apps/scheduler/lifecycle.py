@@ -414,22 +414,10 @@ def executions_set_aside(rules: DispatchRules, *, batch: int) -> int:
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            WITH RECURSIVE lines(key, queue_name, job_type) AS (
-                SELECT blocked.key, first.queue_name, first.job_type
-                FROM unnest(%s::text[]) AS blocked(key) CROSS JOIN LATERAL (
-                    SELECT queue_name, job_type FROM {table}
-                    WHERE {in_line} AND concurrency_key = blocked.key
-                    ORDER BY queue_name, job_type LIMIT 1
-                ) AS first
-                UNION ALL
-                SELECT lines.key, later.queue_name, later.job_type
-                FROM lines CROSS JOIN LATERAL (
-                    SELECT queue_name, job_type FROM {table}
-                    WHERE {in_line} AND concurrency_key = lines.key
-                        AND (queue_name, job_type) > (lines.queue_name, lines.job_type)
-                    ORDER BY queue_name, job_type LIMIT 1
-                ) AS later
+            WITH RECURSIVE blocked(key) AS (
+                SELECT unnest(%s::text[])
             ),
+            {_key_lines(table, in_line, "blocked")},
             held AS (
                 SELECT line.id FROM lines CROSS JOIN LATERAL (
                     SELECT id FROM {table}
@@ -484,22 +472,7 @@ def executions_put_back(rules: DispatchRules) -> int:
             WITH RECURSIVE room(key, n) AS (
                 SELECT * FROM unnest(%s::text[], %s::int[])
             ),
-            lines(key, queue_name, job_type) AS (
-                SELECT room.key, first.queue_name, first.job_type
-                FROM room CROSS JOIN LATERAL (
-                    SELECT queue_name, job_type FROM {table}
-                    WHERE {aside} AND concurrency_key = room.key
-                    ORDER BY queue_name, job_type LIMIT 1
-                ) AS first
-                UNION ALL
-                SELECT lines.key, later.queue_name, later.job_type
-                FROM lines CROSS JOIN LATERAL (
-                    SELECT queue_name, job_type FROM {table}
-                    WHERE {aside} AND concurrency_key = lines.key
-                        AND (queue_name, job_type) > (lines.queue_name, lines.job_type)
-                    ORDER BY queue_name, job_type LIMIT 1
-                ) AS later
-            ),
+            {_key_lines(table, aside, "room")},
             back AS (
                 SELECT line.id, room.n, row_number() OVER (
                     PARTITION BY room.key ORDER BY line.priority DESC, line.next_run_at
@@ -524,6 +497,29 @@ def executions_put_back(rules: DispatchRules) -> int:
     if moved:
         metrics.count_on_commit(lambda: metrics.TRANSITIONS.labels("put_back").inc(moved))
     return moved
+
+
+def _key_lines(table: str, condition: str, keys: str) -> str:
+    """The recursive CTE `lines(key, queue_name, job_type)`: for each key of the CTE `keys`
+    (a column `key`), the (queue, job type) pairs of its executions that meet `condition`,
+    found by skipping through an index that starts with (concurrency_key, queue_name,
+    job_type) one pair at a time: a probe per pair, however many rows each holds."""
+    return f"""lines(key, queue_name, job_type) AS (
+                SELECT {keys}.key, first.queue_name, first.job_type
+                FROM {keys} CROSS JOIN LATERAL (
+                    SELECT queue_name, job_type FROM {table}
+                    WHERE {condition} AND concurrency_key = {keys}.key
+                    ORDER BY queue_name, job_type LIMIT 1
+                ) AS first
+                UNION ALL
+                SELECT lines.key, later.queue_name, later.job_type
+                FROM lines CROSS JOIN LATERAL (
+                    SELECT queue_name, job_type FROM {table}
+                    WHERE {condition} AND concurrency_key = lines.key
+                        AND (queue_name, job_type) > (lines.queue_name, lines.job_type)
+                    ORDER BY queue_name, job_type LIMIT 1
+                ) AS later
+            )"""
 
 
 def _paused(rules: DispatchRules) -> tuple[list[str], list[str]]:
