@@ -16,7 +16,9 @@ a rule holds back, one case at a time, and prints the median time of a dispatch 
 - the same key's backlog queued ahead of the open work (set aside since 0011: out of the
   claim's line; the dispatches that set it aside, a batch each, are timed and printed too),
 - a key at its limit whose backlog waits in a paused queue, and the same backlog set aside
-  before the pause once the key has room again.
+  before the pause once the key has room again,
+- many queues, with and without a pause (while anything is paused, the claim reads the line
+  per queue and job type: it costs a probe and a read per line).
 
 Each measured dispatch does what `dispatch._claim` does under its lock: read the rules, set
 aside and put back (limits.py), claim.
@@ -47,8 +49,10 @@ def add_jobs(
     status="PENDING",
     age_s=1,
     job_type="SIMULATION",
+    queues=1,
 ):
-    """`count` jobs, each with an execution in `status`, due `age_s` seconds ago (SQL)."""
+    """`count` jobs, each with an execution in `status`, due `age_s` seconds ago (SQL); spread
+    over `queues` queues named `queue`-0, `queue`-1, … when more than one."""
     from django.db import connection
 
     with connection.cursor() as cursor:
@@ -59,8 +63,9 @@ def add_jobs(
                     request_fingerprint, priority, max_retries, timeout_seconds, created_at,
                     updated_at, queue_name, concurrency_key)
                 SELECT gen_random_uuid(), %s, '{"steps": []}'::jsonb,
-                    md5(random()::text), '', '', %s, 3, 60, now(), now(), %s, %s
-                FROM generate_series(1, %s)
+                    md5(random()::text), '', '', %s, 3, 60, now(), now(),
+                    CASE WHEN %s = 1 THEN %s ELSE %s || '-' || (n %% %s) END, %s
+                FROM generate_series(1, %s) AS n
                 RETURNING id, priority, queue_name, concurrency_key, job_type)
             INSERT INTO scheduler_jobexecution (id, job_id, status, priority, retry_count,
                 max_retries, next_run_at, attempt_count, version, updated_at, queue_name,
@@ -71,7 +76,7 @@ def add_jobs(
                 concurrency_key, false, '', '', 0
             FROM j
             """,
-            [job_type, priority, queue, key, count, status, age_s],
+            [job_type, priority, queues, queue, queue, queues, key, count, status, age_s],
         )
         cursor.execute("ANALYZE")
 
@@ -204,6 +209,13 @@ def main() -> None:
             )
             cursor.execute("ANALYZE")
         report("  set aside before the queue was paused, and the key has room again")
+        Pause.objects.all().delete()
+        with connections["default"].cursor() as cursor:
+            cursor.execute("DELETE FROM scheduler_jobexecution")
+        add_jobs(10_000, queue="tenant", queues=1_000)
+        report("10,000 waiting in 1,000 queues, no rule")
+        Pause.objects.create(scope="QUEUE", name="elsewhere", paused_at=timezone.now())
+        report("  and a queue paused (empty): the claim reads the line per queue")
     finally:
         connections.close_all()
         drop_database(DATABASE)
