@@ -4,10 +4,12 @@ failover) in worker code, the database clock, batched draining, transaction guar
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import time
+import uuid
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connection, connections
@@ -148,6 +150,54 @@ def insert_row(instance) -> None:
             for field, value in zip(returned, row, strict=True):
                 setattr(instance, field.attname, value)  # as save() reads db_returning fields
     instance._state.adding, instance._state.db = False, connection.alias
+
+
+def insert_rows(instances: list) -> None:
+    """INSERT new instances of one model, primary keys set by a Python default (UUIDs here):
+    `bulk_create` without the compile, in one statement over one JSON document of the rows.
+
+    A bulk_create of a batch of a thousand jobs compiled its eighteen thousand values one by
+    one and psycopg dumped them as text arrays, escaping each quote of each instruction with a
+    regular expression: most of the web process's CPU for a batch submission. This statement
+    has one parameter whatever the batch's size. Values are each field's `pre_save` (auto_now
+    timestamps set as save() sets them) as JSON: UUIDs and times as text, a JSONField's value
+    as the JSON itself; PostgreSQL reads each back as its column's type."""
+    if not instances:
+        return
+    model = type(instances[0])
+    sql, fields = _insert_rows_statement(model)
+    rows = [
+        {f.column: _json_value(f.pre_save(instance, True)) for f in fields}
+        for instance in instances
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [json.dumps(rows)])
+    for instance in instances:
+        instance._state.adding, instance._state.db = False, connection.alias
+
+
+def _json_value(value):
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+@functools.cache
+def _insert_rows_statement(model) -> tuple[str, tuple]:
+    meta = model._meta
+    db = this_connection()
+    qn = connection.ops.quote_name
+    fields = tuple(f for f in meta.local_concrete_fields if not f.generated)
+    assert not any(f.has_db_default() for f in fields), "insert_rows sets every column itself"
+    columns = ", ".join(qn(f.column) for f in fields)
+    record = ", ".join(f"{qn(f.column)} {f.db_type(db)}" for f in fields)
+    sql = (
+        f"INSERT INTO {qn(meta.db_table)} ({columns}) "
+        f"SELECT {columns} FROM jsonb_to_recordset(%s::jsonb) AS r({record})"
+    )
+    return sql, fields
 
 
 def update_rows(model, *, where: dict, values: dict) -> int:

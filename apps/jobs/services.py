@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
 from apps.core import metrics
-from apps.core.db import DatabaseNow, assert_in_transaction, seconds
+from apps.core.db import DatabaseNow, assert_in_transaction, insert_rows, seconds
 from apps.core.errors import Forbidden, IdempotencyConflict, InvalidRequest, QuotaExceeded
 from apps.core.kafka import JOB_CREATED
 from apps.core.logcontext import log_context
@@ -301,7 +301,7 @@ def _batch_duplicates(specs: list[JobSpec], submitted_by) -> dict[int, Job | int
 def _batch_create(specs: list[JobSpec], submitted_by, shared_trace_id: str | None) -> list[Job]:
     _check_submission_allowed(specs, submitted_by)
     traceparent = current_traceparent()
-    jobs = Job.objects.bulk_create(
+    jobs = [
         _job_from_spec(
             spec,
             submitted_by=submitted_by,
@@ -310,7 +310,8 @@ def _batch_create(specs: list[JobSpec], submitted_by, shared_trace_id: str | Non
             fingerprint=spec.fingerprint(),
         )
         for spec in specs
-    )
+    ]
+    insert_rows(jobs)
     executions = executions_create(jobs=jobs)
     for job, execution in zip(jobs, executions, strict=True):
         job.execution = execution

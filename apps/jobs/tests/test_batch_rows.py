@@ -1,0 +1,58 @@
+"""A batch submission stores each job exactly as a single submission stores the same request
+(the batch writes its rows from one JSON document, apps/core/db.insert_rows)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from apps.jobs.models import Job
+from apps.jobs.services import job_submit, job_submit_batch
+from apps.jobs.validation import parse_job_request
+
+pytestmark = pytest.mark.django_db
+
+# Stored per submission, not per request.
+OWN = {"id", "trace_id", "created_at", "updated_at"}
+
+REQUESTS = [
+    {
+        "jobType": "SIMULATION",
+        "payload": {
+            "steps": [
+                {"action": "LOG", "message": "say \"hi\" \\ back—slash, ünïcode ✓ and 'quotes'"},
+                {"action": "SLEEP", "durationMs": 5},
+            ]
+        },
+    },
+    {
+        "jobType": "TASK",
+        "payload": {"task": "apps.examples.tasks.add", "args": [1, 2.5], "kwargs": {}},
+        "priority": 6,
+        "maxRetryCount": 2,
+        "timeoutSeconds": 30,
+        "queueName": "reports",
+        "concurrencyKey": "customer-7",
+        "runAt": (timezone.now() + timedelta(hours=1, microseconds=123457)).isoformat(),
+    },
+]
+
+
+@pytest.mark.parametrize("body", REQUESTS, ids=["simulation", "task-with-every-option"])
+def test_a_batch_stores_each_job_as_a_single_submit_does(body, django_user_model):
+    user = django_user_model.objects.create_user("batcher")
+    single = job_submit(spec=parse_job_request(body), submitted_by=user).job
+    [batched] = job_submit_batch(specs=[parse_job_request(body)], submitted_by=user)
+
+    rows = {row["id"]: row for row in Job.objects.filter(pk__in=[single.pk, batched.pk]).values()}
+    stored_single, stored_batched = rows[single.pk], rows[batched.pk]
+    assert {k: v for k, v in stored_batched.items() if k not in OWN} == {
+        k: v for k, v in stored_single.items() if k not in OWN
+    }
+    # What the batch hands back is what it stored, to the microsecond.
+    assert {f.attname: getattr(batched, f.attname) for f in Job._meta.concrete_fields} == (
+        stored_batched
+    )
+    assert batched.execution.job_id == batched.pk
