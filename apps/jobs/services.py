@@ -103,31 +103,42 @@ def _check_idempotency_key(key: str) -> None:
         raise InvalidRequest("Idempotency-Key must be printable ASCII")
 
 
-def _check_submission_allowed(specs: list[JobSpec], submitted_by) -> None:
-    """A user's submission limits (none for trusted callers: `submitted_by=None`): priorities
-    above JOBWEAVER_PRIORITY_PERMISSION_ABOVE need `jobs.submit_high_priority`, and at most
-    JOBWEAVER_MAX_ACTIVE_JOBS_PER_USER of the user's jobs may wait or run.
-
-    Must run inside the submit transaction: the advisory lock serializes one user's concurrent
-    submissions until commit, so the count it reads plus this submission never pass the cap.
-    """
+def _check_priority_allowed(specs: list[JobSpec], submitted_by) -> None:
+    """Priorities above JOBWEAVER_PRIORITY_PERMISSION_ABOVE need `jobs.submit_high_priority`
+    (no limit for trusted callers: `submitted_by=None`). Checked before anything is written."""
     if submitted_by is None:
         return
     threshold = settings.JOBWEAVER_PRIORITY_PERMISSION_ABOVE
     highest = max(spec.priority for spec in specs)
     if highest > threshold and not submitted_by.has_perm(HIGH_PRIORITY):
         raise Forbidden(f"priority above {threshold} needs the {HIGH_PRIORITY} permission")
+
+
+def _check_active_cap(submitted_by, added: int) -> None:
+    """At most JOBWEAVER_MAX_ACTIVE_JOBS_PER_USER of the user's jobs may wait or run (none for
+    trusted callers: `submitted_by=None`).
+
+    Runs inside the submit transaction, *after* its `added` jobs are written: the count then
+    includes them, and the advisory lock it takes serializes one user's submissions only from
+    here to commit. Taken before the inserts, it made a user's concurrent batches write one at a
+    time (bench/batch_submit.py). The lock is what keeps the count exact: a concurrent
+    submission of the same user waits here until this one commits or rolls back, and its count
+    (a new statement, READ COMMITTED) then sees this one's jobs. Over the cap, the exception
+    rolls the transaction back, and the jobs with it.
+    """
+    if submitted_by is None:
+        return
     assert_in_transaction("the active-jobs cap check")
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT pg_advisory_xact_lock(%s, %s)", [ACTIVE_CAP_LOCK_NAMESPACE, submitted_by.pk]
         )
     cap = settings.JOBWEAVER_MAX_ACTIVE_JOBS_PER_USER
-    active = active_job_count(user=submitted_by)
-    if active + len(specs) > cap:
+    active = active_job_count(user=submitted_by)  # this submission's jobs included
+    if active > cap:
         raise QuotaExceeded(
-            f"at most {cap} jobs may wait or run per user; you have {active}, this submission "
-            f"adds {len(specs)}"
+            f"at most {cap} jobs may wait or run per user; you have {active - added}, this "
+            f"submission adds {added}"
         )
 
 
@@ -184,7 +195,7 @@ def _job_create(
         duplicate = _unique_duplicate(spec, submitted_by)
         if duplicate is not None:
             return duplicate, False
-    _check_submission_allowed([spec], submitted_by)
+    _check_priority_allowed([spec], submitted_by)
     job = _job_from_spec(
         spec,
         submitted_by=submitted_by,
@@ -198,6 +209,7 @@ def _job_create(
     outbox_enqueue(
         topic=JOB_CREATED, key=str(job.id), trace_id=trace_id, payload=_job_created_event(job)
     )
+    _check_active_cap(submitted_by, 1)
     metrics.count_on_commit(metrics.JOBS_SUBMITTED.labels(job.job_type).inc)
     transaction.on_commit(lambda: dispatch_job_now(job.id))
     with log_context(trace_id=trace_id, job_id=job.id):
@@ -299,7 +311,7 @@ def _batch_duplicates(specs: list[JobSpec], submitted_by) -> dict[int, Job | int
 
 
 def _batch_create(specs: list[JobSpec], submitted_by, shared_trace_id: str | None) -> list[Job]:
-    _check_submission_allowed(specs, submitted_by)
+    _check_priority_allowed(specs, submitted_by)
     traceparent = current_traceparent()
     jobs = [
         _job_from_spec(
@@ -319,6 +331,7 @@ def _batch_create(specs: list[JobSpec], submitted_by, shared_trace_id: str | Non
         topic=JOB_CREATED,
         events=[(str(job.id), _job_created_event(job), job.trace_id) for job in jobs],
     )
+    _check_active_cap(submitted_by, len(jobs))
     job_ids = [job.id for job in jobs]
     for job_type, count in Counter(job.job_type for job in jobs).items():
         submitted = metrics.JOBS_SUBMITTED.labels(job_type)

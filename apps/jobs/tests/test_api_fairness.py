@@ -15,6 +15,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from apps.accounts.tests.helpers import SUBMITTER, make_user, token_for
+from apps.jobs import services
 from apps.jobs.api import views
 from apps.jobs.models import Job
 from apps.jobs.selectors import active_job_count
@@ -149,6 +150,55 @@ def test_the_cap_counts_every_job_of_concurrent_batches(settings, concurrent_sub
 
     assert sorted(r.status_code for r in responses) == [202] * 3 + [429] * (CLIENTS - 3)
     assert Job.objects.filter(submitted_by=user).count() == 6
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_users_batch_is_not_held_behind_another_batch_still_writing(
+    settings, concurrent_submitters, monkeypatch
+):
+    """One user's parallel clients (one service account, several threads): a batch whose jobs
+    are still being written holds no lock that the same user's next batch waits for. Only the
+    cap's count and the commit run one at a time."""
+    settings.JOBWEAVER_MAX_ACTIVE_JOBS_PER_USER = 100
+    user = make_user("hana", *SUBMITTER)
+    key = token_for(user)
+    first_writing, let_first_finish = threading.Event(), threading.Event()
+    enqueue = services.outbox_enqueue_many
+
+    def enqueue_then_stall(**kwargs):
+        # The first batch stops after writing its jobs and events, inside its transaction.
+        enqueue(**kwargs)
+        if threading.current_thread().name == "first":
+            first_writing.set()
+            let_first_finish.wait(timeout=60)
+
+    monkeypatch.setattr(services, "outbox_enqueue_many", enqueue_then_stall)
+    responses: dict = {}
+
+    def submit(name: str, count: int) -> None:
+        try:
+            client = APIClient()
+            client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+            responses[name] = post(client, "/api/jobs/batch", {"jobs": [BODY] * count})
+        finally:
+            connection.close()  # this thread's connection
+
+    first = threading.Thread(target=submit, args=("first", 3), name="first")
+    second = threading.Thread(target=submit, args=("second", 2), name="second")
+    first.start()
+    try:
+        assert first_writing.wait(timeout=30), "the first batch never wrote its jobs"
+        second.start()
+        second.join(timeout=30)
+        assert not second.is_alive(), "the second batch waited for the first one's transaction"
+        assert responses["second"].status_code == 202
+    finally:
+        let_first_finish.set()
+        first.join(timeout=60)
+        second.join(timeout=60)
+    assert responses["first"].status_code == 202
+    assert Job.objects.filter(submitted_by=user).count() == 5
+    assert active_job_count(user=user) == 5
 
 
 @pytest.mark.django_db
