@@ -8,8 +8,10 @@ import math
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
+from django.db import OperationalError
 from django.http import Http404
 from django.utils import timezone
+from psycopg import errors as pg_errors
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
@@ -17,6 +19,12 @@ from apps.core.errors import InvalidBatch, JobWeaverError
 from apps.core.timeutil import iso
 
 logger = logging.getLogger(__name__)
+
+# A request that waited JOBWEAVER_DB_LOCK_TIMEOUT_SECONDS for a lock (a row, or a submitter's
+# cap or unique-key lock held by concurrent requests) changed nothing: its transaction rolled
+# back. It is contention, not a fault, so the client is told to come back rather than given a
+# 500: 429 with Retry-After, as for the throttle.
+LOCK_BUSY_RETRY_AFTER_SECONDS = 1
 
 
 def error_body(status: int, code: str, message: str, job_id: str | None = None) -> dict:
@@ -51,6 +59,15 @@ def api_exception_handler(exc, context):
         if isinstance(exc, InvalidBatch):
             response.data["errors"] = exc.errors
         return response
+    if isinstance(exc, OperationalError) and isinstance(exc.__cause__, pg_errors.LockNotAvailable):
+        logger.warning("API request gave up waiting for a database lock: %s", exc)
+        return error_response(
+            429,
+            "API.THROTTLED",
+            "Busy: the request waited too long for a database lock held by concurrent "
+            "requests and changed nothing; retry",
+            headers={"Retry-After": str(LOCK_BUSY_RETRY_AFTER_SECONDS)},
+        )
     if isinstance(exc, RequestDataTooBig):
         return error_response(413, "API.PAYLOAD_TOO_LARGE", "Request body too large")
     if isinstance(exc, Http404):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import threading
 
+import psycopg
 import pytest
 from django.contrib.auth.models import User
 from django.db import connection
@@ -277,3 +278,30 @@ def test_a_server_error_outside_the_views_is_the_error_body_too(monkeypatch):
 
     assert_error_body(response, 500, "API.INTERNAL_ERROR")
     assert "secret" not in response.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_request_that_times_out_on_a_lock_is_told_to_retry_and_changes_nothing():
+    """Another session holds the user's cap lock (a concurrent submission about to commit, in
+    slow motion): the submit gives up after lock_timeout with a retryable 429, not a 500."""
+    user = make_user("ivan", *SUBMITTER)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token_for(user)}")
+    before = counts()
+    with psycopg.connect(**connection.get_connection_params()) as other:
+        other.execute(
+            "SELECT pg_advisory_lock(%s, %s)", [services.ACTIVE_CAP_LOCK_NAMESPACE, user.pk]
+        )
+        with connection.cursor() as cursor:  # the test client's requests use this connection
+            cursor.execute("SET lock_timeout = '200ms'")
+        try:
+            response = post(client)
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("RESET lock_timeout")
+
+    assert_error_body(response, 429, "API.THROTTLED")
+    assert response["Retry-After"] == "1"
+    assert "retry" in response.json()["message"]
+    assert counts() == before
+    assert post(client).status_code == 202  # the lock is gone: the same request goes through
