@@ -17,8 +17,9 @@ a rule holds back, one case at a time, and prints the median time of a dispatch 
   claim's line; the dispatches that set it aside, a batch each, are timed and printed too),
 - a key at its limit whose backlog waits in a paused queue, and the same backlog set aside
   before the pause once the key has room again,
-- many queues, with and without a pause (while anything is paused, the claim reads the line
-  per queue and job type: it costs a probe and a read per line).
+- many queues, with and without a pause (while anything is paused, the claim first looks
+  down the line, and reads it per queue and job type, a probe and a read per line, only when
+  paused work fills that look: as in the paused-backlog cases above).
 
 Each measured dispatch does what `dispatch._claim` does under its lock: read the rules, set
 aside and put back (limits.py), claim.
@@ -215,7 +216,7 @@ def main() -> None:
         add_jobs(10_000, queue="tenant", queues=1_000)
         report("10,000 waiting in 1,000 queues, no rule")
         Pause.objects.create(scope="QUEUE", name="elsewhere", paused_at=timezone.now())
-        report("  and a queue paused (empty): the claim reads the line per queue")
+        report("  and a queue paused (empty): the claim's look down the line finds the open work")
     finally:
         connections.close_all()
         drop_database(DATABASE)

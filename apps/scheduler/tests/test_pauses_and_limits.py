@@ -11,12 +11,13 @@ import uuid
 from datetime import timedelta
 
 import pytest
+from django.db import transaction
 
 from apps.core.errors import InvalidRequest
 from apps.executor.services import attempt_finish, attempt_start
 from apps.jobs.services import job_submit
 from apps.jobs.validation import parse_job_request
-from apps.scheduler import limits
+from apps.scheduler import lifecycle, limits
 from apps.scheduler.dispatch import dispatch_due_jobs
 from apps.scheduler.invariants import check_invariants
 from apps.scheduler.models import ConcurrencyLimit, ExecutionStatus, JobExecution, Pause
@@ -70,10 +71,23 @@ def test_a_paused_queue_starts_nothing_and_other_queues_flow_until_resume():
     no_violations()
 
 
-def test_while_a_queue_is_paused_the_open_queues_share_one_line_by_priority(settings):
-    """With a pause the claim reads per queue and job type (lifecycle._due_per_open_line);
-    what it takes must still be the best of all open queues, up to the credits, in priority
-    order."""
+# How far the claim looks down the one line while something is paused before it reads the line
+# per queue and job type (lifecycle._due_per_open_line): each way must claim the same. With a
+# look of 1 the paused work on top always sends the claim line by line; 32 (the default) sees
+# all of these tests' work at once; in between, the look finds some open work but too little.
+LOOK_AHEADS = pytest.mark.parametrize(
+    "look_ahead", [1, 5, lifecycle.LOOK_AHEAD_ROWS], ids=["by-line", "look-short", "look"]
+)
+
+
+@LOOK_AHEADS
+def test_while_a_queue_is_paused_the_open_queues_share_one_line_by_priority(
+    settings, monkeypatch, look_ahead
+):
+    """With a pause the claim looks down the line, or reads it per queue and job type
+    (lifecycle._due_per_open_line); what it takes must still be the best of all open queues,
+    up to the credits, in priority order."""
+    monkeypatch.setattr(lifecycle, "LOOK_AHEAD_ROWS", look_ahead)
     settings.JOBWEAVER_DISPATCH_PREFETCH = 1
     paused = [submitted_job(queueName="bulk", priority=9).id for _ in range(5)]
     queue_pause(scope="QUEUE", name="bulk")
@@ -104,13 +118,15 @@ def task_job(**fields):
     return job_submit(spec=parse_job_request({"jobType": "TASK", "payload": payload, **fields}))
 
 
+@LOOK_AHEADS
 @pytest.mark.parametrize("queue_paused", [False, True], ids=["", "and-a-queue"])
 def test_while_a_job_type_is_paused_the_other_work_shares_one_line_by_priority(
-    settings, queue_paused
+    settings, monkeypatch, queue_paused, look_ahead
 ):
     """A paused job type's work ahead of everything else, in the same queues as the open work:
     the claim takes the best open work of every queue, in priority order, up to the credits,
     and none of the paused; a resume lets it go first again."""
+    monkeypatch.setattr(lifecycle, "LOOK_AHEAD_ROWS", look_ahead)
     settings.JOBWEAVER_DISPATCH_PREFETCH = 1
     tasks = [task_job(queueName=q, priority=9).job.id for q in ("a", "b", "a")]
     queue_pause(scope="JOB_TYPE", name="TASK")
@@ -214,6 +230,28 @@ def test_at_most_n_running_per_key_while_other_keys_and_unkeyed_work_flow(paused
     assert len(more) == 1 and more <= first
     assert {execution_of(j).status for j in held} <= {ExecutionStatus.PENDING}
     no_violations()
+
+
+def test_a_blocked_keys_work_atop_the_line_does_not_cut_a_paused_time_claim_short(monkeypatch):
+    """While anything is paused the claim first looks down the line (lifecycle.LOOK_AHEAD_ROWS
+    rows). Work of a key at its limit, not yet set aside, may fill that look: it must not count
+    as open work found, or the claim takes only what else the look saw and leaves the credits
+    unspent."""
+    monkeypatch.setattr(lifecycle, "LOOK_AHEAD_ROWS", 4)
+    concurrency_limit_set(pattern="customer-*", max_running=1, max_per_second=None)
+    live_executor(slots=10)
+    in_flight = jobs(1, concurrencyKey="customer-1", priority=9)
+    assert set(dispatch_due_jobs(publish=lambda messages: None)) == in_flight
+    jobs(3, concurrencyKey="customer-1", priority=9)  # at the top of the line, blocked
+    queue_pause(scope="QUEUE", name="elsewhere")
+    open_work = jobs(3, priority=5)
+
+    with transaction.atomic():
+        # The claim alone: a full dispatch would set the blocked key's work aside first.
+        claimed = lifecycle.executions_claim(
+            limit=3, rules=limits.dispatch_rules(), workers=[WORKER] * 3
+        )
+    assert {claim.job_id for claim in claimed} == open_work
 
 
 def test_the_most_specific_pattern_wins_and_an_exact_key_is_a_pattern_too():
