@@ -133,27 +133,36 @@ def dispatch_due_jobs(
     job_ids = list(job_ids) if job_ids is not None else None
     sent: list[uuid.UUID] = []
     while True:
-        deliveries, credits_left = _claim(limit=batch_size, job_ids=job_ids, due_by=now)
+        deliveries, credits_left, left_for_limits = _claim(
+            limit=batch_size, job_ids=job_ids, due_by=now
+        )
         if deliveries:
             _publish(deliveries, publish)
             sent.extend(uuid.UUID(d.job_id) for d in deliveries)
-        if len(deliveries) < batch_size or credits_left <= 0:
+        if credits_left <= 0 or not deliveries:
+            return sent
+        # Claim again while credits are left: after a full batch, and after a claim whose
+        # window held more of some key's work than its limit let through (the next claim
+        # finds that key blocked and sets its work aside, so the keys below it get their
+        # turn now, not at the next wake-up). Each round claims at least one job.
+        if len(deliveries) < batch_size and not left_for_limits:
             return sent
 
 
 @transaction.atomic
 def _claim(
     *, limit: int, job_ids: list[uuid.UUID] | None, due_by: datetime | None
-) -> tuple[list[Delivery], int]:
+) -> tuple[list[Delivery], int, int]:
     """One batch: count the credits and spend them under the dispatch lock; returns the
-    deliveries and the credits still free after them."""
+    deliveries, the credits still free after them and the rows the claim left for their key's
+    limit (`lifecycle.Claims.left_for_limits`)."""
     flow.lock_dispatch()
     credits = flow.credits()
     free = sum(max(credit.free, 0) for credit in credits)
     if free <= 0:
         if not credits:
             _log_no_executor()
-        return [], 0
+        return [], 0, 0
     rules = limits.dispatch_rules()
     if job_ids is None:
         # Keep the line clear of keys at their limit, and give keys with room their work back
@@ -184,7 +193,7 @@ def _claim(
         )
         for claim, (_, partition) in zip(claimed, targets, strict=True)
     ]
-    return deliveries, free - len(deliveries)
+    return deliveries, free - len(deliveries), claimed.left_for_limits
 
 
 def _publish(deliveries: list[Delivery], publish: Publisher) -> None:

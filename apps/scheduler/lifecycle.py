@@ -237,6 +237,17 @@ class Claim(NamedTuple):
     waited_seconds: float  # from due (next_run_at) to dispatched, on the database clock
 
 
+class Claims(list):
+    """The claims of one `executions_claim`, in dispatch order (a list of `Claim`).
+
+    `left_for_limits`: rows the claim read and left PENDING because their key had used its
+    allowance in this claim (limits.py). Its window of `limit` rows may be full of one key's
+    work while other keys wait below: the dispatcher claims again once those keys are
+    blocked, and set aside, rather than leave its credits unspent (dispatch.py)."""
+
+    left_for_limits: int = 0
+
+
 def executions_dispatch(
     *,
     limit: int,
@@ -261,7 +272,7 @@ def executions_claim(
     due_by: datetime | None = None,
     rules: DispatchRules = NO_RULES,
     workers: list[str] | None = None,
-) -> list[Claim]:
+) -> Claims:
     """PENDING → DISPATCHED for up to `limit` due executions, highest priority first: one
     statement that claims (FOR UPDATE SKIP LOCKED, so concurrent dispatchers never take the same
     row), gives each a fresh fencing token and starts its dispatch lease. Returns the claims in
@@ -397,17 +408,21 @@ def executions_claim(
                 updated_at = clock_timestamp()
             FROM numbered, {jobs} AS j WHERE e.id = numbered.id AND j.id = e.job_id
             RETURNING numbered.n, e.job_id, e.current_event_id, j.trace_id,
-                GREATEST(EXTRACT(EPOCH FROM e.dispatched_at - e.next_run_at), 0)
+                GREATEST(EXTRACT(EPOCH FROM e.dispatched_at - e.next_run_at), 0),
+                {"(SELECT count(*) FROM due)" if rules.allowances else "0"}
             """,
             params,
         )
         claimed = cursor.fetchall()
     claimed.sort()
     metrics.count_on_commit(lambda: metrics.TRANSITIONS.labels("dispatch").inc(len(claimed)))
-    return [
+    claims = Claims(
         Claim(job_id, event_id, trace_id, float(waited))
-        for _, job_id, event_id, trace_id, waited in claimed
-    ]
+        for _, job_id, event_id, trace_id, waited, _ in claimed
+    )
+    if claimed:
+        claims.left_for_limits = claimed[0][-1] - len(claimed) if rules.allowances else 0
+    return claims
 
 
 def executions_set_aside(rules: DispatchRules, *, batch: int) -> int:
