@@ -15,33 +15,25 @@ executor's slots can be kept busy with one job of each of several tenants.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 import uuid
 
 from common import api_token, configure, drop_database, running_stack, running_web
-from throughput import execution_counts
+from throughput import Client, execution_counts
 
 DATABASE = f"jobweaver_bench_tenants_{uuid.uuid4().hex[:8]}"
 LOG_JOB = {"jobType": "SIMULATION", "payload": {"steps": [{"action": "LOG", "message": "t"}]}}
 
 
-def submit(base: str, token: str, *, tenants: int, per_tenant: int, keyed: bool) -> None:
+def submit(client: Client, *, tenants: int, per_tenant: int, keyed: bool) -> None:
     """Each tenant's jobs in batches of at most 1,000, tenant after tenant."""
-    import requests
-
-    session = requests.Session()
-    headers = {"Authorization": f"Token {token}", "Content-Type": "application/json"}
     for tenant in range(tenants):
         job = {**LOG_JOB, "concurrencyKey": f"tenant-{tenant}"} if keyed else LOG_JOB
         for start in range(0, per_tenant, 1000):
-            body = json.dumps({"jobs": [job] * min(1000, per_tenant - start)})
-            response = session.post(f"{base}/api/jobs/batch", data=body, headers=headers)
-            if response.status_code != 202:
-                raise RuntimeError(f"batch POST: {response.status_code} {response.text[:300]}")
+            client.post_jobs([job] * min(1000, per_tenant - start))
 
 
-def run_side(base: str, token: str, args, *, keyed: bool, limited: bool) -> tuple[float, float]:
+def run_side(client: Client, args, *, keyed: bool, limited: bool) -> tuple[float, float]:
     from django.db import connection
 
     from apps.scheduler.services import concurrency_limit_delete, concurrency_limit_set
@@ -51,7 +43,7 @@ def run_side(base: str, token: str, args, *, keyed: bool, limited: bool) -> tupl
     n = args.tenants * args.per_tenant
     baseline = execution_counts()
     started = time.time()
-    submit(base, token, tenants=args.tenants, per_tenant=args.per_tenant, keyed=keyed)
+    submit(client, tenants=args.tenants, per_tenant=args.per_tenant, keyed=keyed)
     deadline = time.monotonic() + args.timeout
     while execution_counts(baseline).get("COMPLETED", 0) < n:
         if time.monotonic() > deadline:
@@ -74,10 +66,9 @@ def run_side(base: str, token: str, args, *, keyed: bool, limited: bool) -> tupl
     return n / float(elapsed), float(busy)
 
 
-def idle_batch(base: str, token: str, *, tenants: int, jobs_each: int) -> list[float]:
+def idle_batch(client: Client, *, tenants: int, jobs_each: int) -> list[float]:
     """On a quiet stack, one batch holding `jobs_each` jobs of each of `tenants` tenants, tenant
     after tenant, limit 1: ms from the submit until each tenant's first job started."""
-    import requests
     from django.db import connection
 
     from apps.scheduler.services import concurrency_limit_delete, concurrency_limit_set
@@ -90,13 +81,7 @@ def idle_batch(base: str, token: str, *, tenants: int, jobs_each: int) -> list[f
     ]
     concurrency_limit_set(pattern="idle-tenant-*", max_running=1, max_per_second=None)
     submitted = time.time()
-    response = requests.post(
-        f"{base}/api/jobs/batch",
-        data=json.dumps({"jobs": jobs}),
-        headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
-    )
-    if response.status_code != 202:
-        raise RuntimeError(f"batch POST: {response.status_code} {response.text[:300]}")
+    client.post_jobs(jobs)
     deadline = time.monotonic() + 30
     query = """
         SELECT j.concurrency_key, min(extract(epoch FROM e.started_at))
@@ -139,14 +124,11 @@ def main() -> None:
         database=DATABASE,
         DJANGO_DEBUG="0",
         DJANGO_SECRET_KEY="bench-" + DATABASE,
+        # Inherited by the stack's processes (tests.stack.child_environment) and gunicorn.
         JOBWEAVER_SUBMIT_THROTTLE_RATE=str(100 * n),
         JOBWEAVER_MAX_ACTIVE_JOBS_PER_USER=str(10 * n),
+        JOBWEAVER_SECURE_SSL_REDIRECT="0",
     )
-    env = {
-        "JOBWEAVER_SUBMIT_THROTTLE_RATE": str(100 * n),
-        "JOBWEAVER_MAX_ACTIVE_JOBS_PER_USER": str(10 * n),
-        "JOBWEAVER_SECURE_SSL_REDIRECT": "0",
-    }
     ways = {
         "none": ("no key", False, False),
         "keys": ("a key per tenant, no limit", True, False),
@@ -157,10 +139,10 @@ def main() -> None:
     except KeyError as exc:
         parser.error(f"unknown way {exc}")
     try:
-        with running_stack(executors=1), running_web(**env) as (base, _):
-            token = api_token()
+        with running_stack(executors=1), running_web() as (base, _):
+            client = Client(base, api_token())
             if args.idle_batch:
-                started = idle_batch(base, token, tenants=args.idle_batch, jobs_each=10)
+                started = idle_batch(client, tenants=args.idle_batch, jobs_each=10)
                 print(
                     f"one batch of {args.idle_batch} tenants x 10 jobs on a quiet stack, limit "
                     f"1 each: each tenant's first job started after (ms) "
@@ -169,7 +151,7 @@ def main() -> None:
                 return
             for number in range(1, args.rounds + 1):
                 for label, keyed, limited in sides:
-                    rate, busy = run_side(base, token, args, keyed=keyed, limited=limited)
+                    rate, busy = run_side(client, args, keyed=keyed, limited=limited)
                     print(
                         f"round {number}  {label:<32} {rate:6.0f} jobs/s, "
                         f"{busy:.2f} attempts in progress on average",

@@ -200,13 +200,15 @@ class Client:
         self.local = threading.local()
 
     def post(self, count: int) -> list[str]:
+        return self.post_jobs([{"jobType": "SIMULATION", "payload": {"steps": LOG_STEP}}] * count)
+
+    def post_jobs(self, jobs: list[dict]) -> list[str]:
         import requests
 
         session = getattr(self.local, "session", None)
         if session is None:
             session = self.local.session = requests.Session()
-        job = {"jobType": "SIMULATION", "payload": {"steps": LOG_STEP}}
-        body = json.dumps({"jobs": [job] * count})
+        body = json.dumps({"jobs": jobs})
         response = session.post(
             self.url, data=body, headers=self.headers, timeout=120, allow_redirects=False
         )

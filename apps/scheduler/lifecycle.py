@@ -288,14 +288,17 @@ def executions_claim(
     assert workers is None or len(workers) >= limit, "a worker for every claim"
     transition = TRANSITIONS["dispatch"]
     (source,) = transition.sources
-    due_by_sql = "%s" if due_by is not None else "clock_timestamp()"
+    # In line and due: the rows a claim may take, before its filters.
+    waiting = rows.status_literal(source)
+    due_in_line = (
+        f"status = {waiting} AND NOT set_aside AND next_run_at <= "
+        f"{'%s' if due_by is not None else 'clock_timestamp()'}"
+    )
     # With a queue or a job type paused, the claim looks a few rows down the line, and reads
     # it per queue and job type when paused work fills them (`_due_per_open_line`): filtered
     # out of the one line, a paused backlog ahead of the rest was read on every claim.
     by_line = bool(rules.paused_queues or rules.paused_job_types) and job_ids is None
-    params: list = []
-    if due_by is not None:
-        params.append(due_by)
+    due_params = [due_by] if due_by is not None else []
     filters = [("AND job_id = ANY(%s)", job_ids)] if job_ids is not None else []
     filters += [
         (clause, values)
@@ -307,15 +310,15 @@ def executions_claim(
         if values
     ]
     scan_filters = " ".join(clause for clause, _ in filters)
-    params += [list(values) for _, values in filters]
+    filter_params = [list(values) for _, values in filters]
+    line_params = [*due_params, *filter_params]
+    params = list(line_params)
     if by_line:
         # `_due_per_open_line`'s parameters in the order of its text: the look down the line
         # (the due time), what of it is open (the paused, the filters), the claim of that (the
         # line's), the open lines (the paused) and the claim line by line (the line's).
-        due_param = [due_by] if due_by is not None else []
         paused = [list(rules.paused_queues), list(rules.paused_job_types)]
-        filter_params = [list(values) for _, values in filters]
-        params = [*due_param, *paused, *filter_params, *params, *paused, *params]
+        params = [*due_params, *paused, *filter_params, *line_params, *paused, *line_params]
     within_allowances = ""
     if rules.allowances:
         # A key's n-th row in claim order is taken while n is within its allowance.
@@ -344,7 +347,7 @@ def executions_claim(
     dispatch_lease = float(settings.JOBWEAVER_DISPATCH_TIMEOUT_SECONDS)
     table = JobExecution._meta.db_table
     jobs = JobExecution._meta.get_field("job").related_model._meta.db_table
-    waiting, target = rows.status_literal(source), rows.status_literal(transition.target)
+    target = rows.status_literal(transition.target)
     # The statuses (the transition table's constants), the limit (an int) and the dispatch
     # lease (a setting) are written into the SQL rather than passed. With them as parameters
     # PostgreSQL kept making a custom plan for the prepared statement and planned every claim:
@@ -369,8 +372,7 @@ def executions_claim(
             )
         line = f"""
             SELECT id, priority, next_run_at, concurrency_key FROM {table}
-            WHERE status = {waiting} AND NOT set_aside AND next_run_at <= {due_by_sql}
-                {scan_filters}
+            WHERE {due_in_line} {scan_filters}
             """
         due = (
             _due_per_open_line(
@@ -379,7 +381,7 @@ def executions_claim(
                 line,
                 limit,
                 look_ahead=LOOK_AHEAD_ROWS,
-                due_by_sql=due_by_sql,
+                due_in_line=due_in_line,
                 filters=scan_filters,
             )
             if by_line
@@ -569,12 +571,12 @@ def _due_per_open_line(
     limit: int,
     *,
     look_ahead: int,
-    due_by_sql: str,
+    due_in_line: str,
     filters: str,
 ) -> str:
-    """The claim's `due` rows while a queue or a job type is paused. Its parameters, in order:
-    `due_by_sql`'s, the paused queues and job types, `filters`', `line`'s, the paused again,
-    `line`'s again.
+    """The claim's `due` rows while a queue or a job type is paused (`line`: the rows
+    `due_in_line` and through `filters`). Its parameters, in order: `due_in_line`'s, the
+    paused queues and job types, `filters`', `line`'s, the paused again, `line`'s again.
 
     First a look down the one line: its best `look_ahead` due rows, whatever they are, without
     locks; so it reads at most that many rows, whatever is paused or held back by `filters`
@@ -598,7 +600,7 @@ def _due_per_open_line(
     which the planner can only answer from the index, whatever its statistics say."""
     return f"""look AS MATERIALIZED (
                 SELECT id, queue_name, job_type, concurrency_key FROM {table}
-                WHERE status = {waiting} AND NOT set_aside AND next_run_at <= {due_by_sql}
+                WHERE {due_in_line}
                 ORDER BY priority DESC, next_run_at
                 LIMIT {int(look_ahead)}
             ),
