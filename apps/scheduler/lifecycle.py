@@ -479,11 +479,26 @@ def executions_set_aside(rules: DispatchRules, *, batch: int) -> int:
     return moved
 
 
+# How many of a key's rows in line `executions_put_back` reads to rank its set-aside work.
+IN_LINE_PROBE_ROWS = 32
+
+
 def executions_put_back(rules: DispatchRules) -> int:
     """Transition "put_back": for each (key, n) of `rules.put_back` (n at most
-    limits.PUT_BACK_BATCH), the key's best n due set-aside executions (priority, then due
-    time: the claim's order) outside paused queues and job types go back in line. Returns
-    how many.
+    limits.PUT_BACK_BATCH), the key's set-aside executions among its best n due ones outside
+    paused queues and job types (priority, then due time: the claim's order), counting those
+    already in line, go back in line. Returns how many.
+
+    Counting the key's work already in line keeps the key's best n in line, and no more: a
+    key whose put-back job was not claimed yet (the credits went elsewhere) gets no second one
+    on the next dispatch, only to set both aside again once its first is sent. With forty
+    tenants each limited to one job, that churn put back and set aside again 1.6 rows for
+    every job sent (bench/tenants.py). A job already in line ranks before a set-aside one of
+    the same priority and due time. Of the key's work in line, at most IN_LINE_PROBE_ROWS
+    rows are read, in no order (no index has a key's rows in line in the claim's order): a key
+    with more in line is one whose flood is still being set aside, a batch per dispatch, and
+    counting only some of its rows can only put back more, never hold back a row that ranks
+    within its room.
 
     A key's set-aside work is read line by line, a line being its work of one queue and one
     job type (execution_set_aside's order): the lines are found by skipping through the index
@@ -496,6 +511,7 @@ def executions_put_back(rules: DispatchRules) -> int:
     table = JobExecution._meta.db_table
     (source,) = TRANSITIONS["put_back"].sources
     aside = f"status = {rows.status_literal(source)} AND set_aside"
+    in_line = f"status = {rows.status_literal(source)} AND NOT set_aside"
     keys, counts = zip(*rules.put_back, strict=True)
     read = 1 << (max(counts) - 1).bit_length()
     # Each line is read with a constant LIMIT (the largest count rounded up to a power of
@@ -511,11 +527,9 @@ def executions_put_back(rules: DispatchRules) -> int:
                 SELECT * FROM unnest(%s::text[], %s::int[])
             ),
             {_key_lines(table, aside, "room")},
-            back AS (
-                SELECT line.id, room.n, row_number() OVER (
-                    PARTITION BY room.key ORDER BY line.priority DESC, line.next_run_at
-                ) AS nth
-                FROM lines JOIN room USING (key) CROSS JOIN LATERAL (
+            aside_best AS (
+                SELECT lines.key, line.id, line.priority, line.next_run_at
+                FROM lines CROSS JOIN LATERAL (
                     SELECT id, priority, next_run_at FROM {table}
                     WHERE {aside} AND concurrency_key = lines.key
                         AND queue_name = lines.queue_name AND job_type = lines.job_type
@@ -524,12 +538,30 @@ def executions_put_back(rules: DispatchRules) -> int:
                     LIMIT {int(read)}
                 ) AS line
                 WHERE lines.queue_name <> ALL(%s) AND lines.job_type <> ALL(%s)
+            ),
+            line_best AS (
+                SELECT room.key, NULL::uuid AS id, line.priority, line.next_run_at
+                FROM room CROSS JOIN LATERAL (
+                    SELECT priority, next_run_at FROM {table}
+                    WHERE {in_line} AND concurrency_key = room.key
+                        AND next_run_at <= clock_timestamp()
+                        AND queue_name <> ALL(%s) AND job_type <> ALL(%s)
+                    LIMIT {max(int(read), IN_LINE_PROBE_ROWS)}
+                ) AS line
+            ),
+            back AS (
+                SELECT best.id, room.n, row_number() OVER (
+                    PARTITION BY room.key
+                    ORDER BY best.priority DESC, best.next_run_at, best.id IS NOT NULL
+                ) AS nth
+                FROM (SELECT * FROM aside_best UNION ALL SELECT * FROM line_best) AS best
+                JOIN room USING (key)
             )
             UPDATE {table} AS e SET set_aside = false
             FROM back
             WHERE e.id = back.id AND back.nth <= back.n AND e.{aside}
             """,
-            [list(keys), list(counts), *_paused(rules)],
+            [list(keys), list(counts), *_paused(rules), *_paused(rules)],
         )
         moved = cursor.rowcount
     if moved:

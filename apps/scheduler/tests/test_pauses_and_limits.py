@@ -370,6 +370,68 @@ def test_a_new_job_does_not_overtake_its_keys_set_aside_work_on_the_fast_path():
     assert dispatch() == {older[0]}
 
 
+def test_a_key_with_room_gets_back_only_what_its_room_lacks_in_line():
+    """Two dispatches in a row whose credits went to other work: the key's job put back by the
+    first is still in line, so the second puts back nothing (it put back one more each time,
+    and the claim then set the extra ones aside again once the key was sent)."""
+    concurrency_limit_set(pattern="k", max_running=1, max_per_second=None)
+    first, *older = [submitted_job(concurrencyKey="k").id for _ in range(4)]
+    assert dispatch() == {first}
+    assert set_aside(older) == set(older)
+    finish(first)
+    room = limits.DispatchRules(put_back=(("k", 1),))
+
+    with transaction.atomic():
+        assert lifecycle.executions_put_back(room) == 1
+    with transaction.atomic():
+        assert lifecycle.executions_put_back(room) == 0
+    assert set_aside(older) == set(older[1:])
+    assert dispatch() == {older[0]}
+
+
+def test_a_keys_better_work_goes_back_in_line_ahead_of_its_worse_work_already_there():
+    concurrency_limit_set(pattern="k", max_running=1, max_per_second=None)
+    first, *older = [submitted_job(concurrencyKey="k", priority=5).id for _ in range(3)]
+    assert dispatch() == {first}
+    assert set_aside(older) == set(older)
+    worse = submitted_job(concurrencyKey="k", priority=1).id  # waits in line, not aside
+    better = submitted_job(concurrencyKey="k", priority=9).id
+    dispatch()
+    assert set_aside([worse, better]) == {worse, better}
+    finish(first)
+    with transaction.atomic():
+        JobExecution.objects.filter(job_id=worse).update(set_aside=False)
+
+    # The key's room is one: its best job goes, wherever it waited.
+    assert dispatch() == {better}
+    finish(better)
+    assert dispatch() == {older[0]}
+
+
+@pytest.mark.parametrize("probe", [1, lifecycle.IN_LINE_PROBE_ROWS])
+def test_a_keys_work_goes_in_priority_order_however_little_of_its_line_is_probed(
+    monkeypatch, probe
+):
+    """A key with more work in line than put_back reads of it (a flood still being set
+    aside): whichever rows it read, the key's best job is the one sent."""
+    monkeypatch.setattr(lifecycle, "IN_LINE_PROBE_ROWS", probe)
+    concurrency_limit_set(pattern="k", max_running=1, max_per_second=None)
+    first = submitted_job(concurrencyKey="k").id
+    assert dispatch() == {first}
+    middle = submitted_job(concurrencyKey="k", priority=5).id
+    dispatch()
+    assert set_aside([middle]) == {middle}
+    worst = submitted_job(concurrencyKey="k", priority=1).id  # in line: the key's turn
+    best = submitted_job(concurrencyKey="k", priority=9).id  # comes after the dispatch
+    finish(first)
+
+    assert dispatch() == {best}
+    finish(best)
+    assert dispatch() == {middle}
+    finish(middle)
+    assert dispatch() == {worst}
+
+
 @pytest.mark.django_db(transaction=True)  # NOTIFY is delivered when a transaction commits
 def test_a_new_job_left_by_the_fast_path_wakes_the_full_dispatch():
     """The key has room and only paused work set aside: the fast path still leaves the new job
