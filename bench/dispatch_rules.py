@@ -95,6 +95,7 @@ def settle() -> tuple[int, list[float]]:
         start = time.perf_counter()
         with transaction.atomic():
             rules = limits.dispatch_rules()
+            lifecycle.dispatch_planning()
             if not lifecycle.executions_set_aside(rules, batch=limits.SET_ASIDE_BATCH):
                 return len(took), took
         took.append((time.perf_counter() - start) * 1000)
@@ -113,9 +114,12 @@ def dispatch_ms() -> tuple[float, float]:
         with transaction.atomic():
             rules = limits.dispatch_rules()
             rules_only.append((time.perf_counter() - start) * 1000)
+            lifecycle.dispatch_planning()
             lifecycle.executions_set_aside(rules, batch=limits.SET_ASIDE_BATCH)
             lifecycle.executions_put_back(rules)
-            claimed = lifecycle.executions_claim(limit=4, rules=rules, workers=["w"] * 4)
+            claimed = lifecycle.executions_claim(
+                limit=4, rules=rules, workers=["w"] * 4, planned=True
+            )
             assert len(claimed) == 4, "the open work must be claimed"
             transaction.set_rollback(True)
         whole.append((time.perf_counter() - start) * 1000)

@@ -165,6 +165,7 @@ def _claim(
         return [], 0, 0
     rules = limits.dispatch_rules()
     if job_ids is None:
+        lifecycle.dispatch_planning()
         # Keep the line clear of keys at their limit, and give keys with room their work back
         # (limits.py).
         lifecycle.executions_set_aside(rules, batch=limits.SET_ASIDE_BATCH)
@@ -185,6 +186,7 @@ def _claim(
         due_by=due_by,
         rules=rules,
         workers=[worker_id for worker_id, _ in targets],
+        planned=job_ids is None,
     )
     targets = targets[: len(claimed)]
     deliveries = [

@@ -265,6 +265,27 @@ def executions_dispatch(
 LOOK_AHEAD_ROWS = 32
 
 
+def dispatch_planning() -> None:
+    """The planner settings of a full dispatch (not the fast path's claim of given jobs), for
+    the rest of its transaction: no bitmap scans, one plan per statement.
+
+    Its statements read the line, a key's lines and the set-aside work in an index's order and
+    stop at a limit. Planned while the statistics still said the table was nearly empty (a
+    fresh database, or a quiet queue before a burst), the claim took a plan that read every
+    due row through a bitmap scan and sorted them all for the first few: 2-5 ms a claim with
+    5,000 waiting (auto_explain under make bench), growing with the backlog; the put-back's
+    look at a key's work in line did the same with a key's flood. Without bitmap scans the
+    index order is the plan; and as the statistics cannot change it any more, one plan per
+    statement is kept rather than one made per call. Set first in the transaction, before the
+    set-aside and the put-back, which `executions_claim(planned=True)` then does not repeat."""
+    assert_in_transaction("dispatch_planning")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT set_config('enable_bitmapscan', 'off', true), "
+            "set_config('plan_cache_mode', 'force_generic_plan', true)"
+        )
+
+
 def executions_claim(
     *,
     limit: int,
@@ -272,6 +293,7 @@ def executions_claim(
     due_by: datetime | None = None,
     rules: DispatchRules = NO_RULES,
     workers: list[str] | None = None,
+    planned: bool = False,
 ) -> Claims:
     """PENDING → DISPATCHED for up to `limit` due executions, highest priority first: one
     statement that claims (FOR UPDATE SKIP LOCKED, so concurrent dispatchers never take the same
@@ -283,7 +305,8 @@ def executions_claim(
 
     `rules` (apps/scheduler/limits.py) leave paused queues and job types and keys at a limit
     out of the scan, and take at most a key's allowance of the rows found; the rows left out
-    stay PENDING."""
+    stay PENDING. A claim of the line (no `job_ids`) sets `dispatch_planning` first, unless
+    the caller did (`planned`)."""
     assert_in_transaction("executions_dispatch")
     assert workers is None or len(workers) >= limit, "a worker for every claim"
     transition = TRANSITIONS["dispatch"]
@@ -355,21 +378,9 @@ def executions_claim(
     # ms). Now each limit is a statement of its own with one plan: at most
     # JOBWEAVER_DISPATCH_BATCH_SIZE of them (50), within psycopg's 100 prepared statements per
     # connection.
+    if job_ids is None and not planned:
+        dispatch_planning()
     with connection.cursor() as cursor:
-        if job_ids is None:
-            # Read the line in the order of execution_due_work and stop at the limit. Planned
-            # while the statistics still said the table was nearly empty (a fresh database, or
-            # a quiet queue before a burst), the claim took a plan that read every due row
-            # through a bitmap scan and sorted them all for the first few: 2-5 ms a claim with
-            # 5,000 waiting (auto_explain under make bench), growing with the backlog. Without
-            # bitmap scans the index order is the plan; and as the statistics cannot change it
-            # any more, one plan per statement is kept rather than one made per call. For this
-            # transaction only (it ends with the claim); the fast path's claim of a few job
-            # ids keeps its plans.
-            cursor.execute(
-                "SELECT set_config('enable_bitmapscan', 'off', true), "
-                "set_config('plan_cache_mode', 'force_generic_plan', true)"
-            )
         line = f"""
             SELECT id, priority, next_run_at, concurrency_key FROM {table}
             WHERE {due_in_line} {scan_filters}
@@ -429,9 +440,9 @@ def executions_claim(
 
 def executions_set_aside(rules: DispatchRules, *, batch: int) -> int:
     """Transition "set_aside" for up to `batch` waiting executions of the keys at their limit
-    (`rules.blocked_keys`): out of the claim's line, still PENDING. Work of a paused queue or
-    job type stays in line (the claim does not read a paused line), so what is set aside is
-    what the key's room alone holds back. Returns how many.
+    that have work in line (`rules.set_aside_now`): out of the claim's line, still PENDING.
+    Work of a paused queue or job type stays in line (the claim does not read a paused line),
+    so what is set aside is what the key's room alone holds back. Returns how many.
 
     A blocked key's waiting work is read line by line, a line being its work of one queue and
     one job type (execution_key_line's order): the lines are found by skipping through the
@@ -440,7 +451,7 @@ def executions_set_aside(rules: DispatchRules, *, batch: int) -> int:
     50,000 of it, bench/dispatch_rules.py). Keys are blocked by what they have in flight or
     sent within the rate window, so their lines are few."""
     assert_in_transaction("executions_set_aside")
-    if not rules.blocked_keys:
+    if not rules.set_aside_now:
         return 0
     table = JobExecution._meta.db_table
     (source,) = TRANSITIONS["set_aside"].sources
@@ -471,7 +482,7 @@ def executions_set_aside(rules: DispatchRules, *, batch: int) -> int:
             FROM held
             WHERE e.id = held.id
             """,
-            [list(rules.blocked_keys), *_paused(rules)],
+            [list(rules.set_aside_now), *_paused(rules)],
         )
         moved = cursor.rowcount
     if moved:
@@ -546,6 +557,10 @@ def executions_put_back(rules: DispatchRules) -> int:
                     WHERE {in_line} AND concurrency_key = room.key
                         AND next_run_at <= clock_timestamp()
                         AND queue_name <> ALL(%s) AND job_type <> ALL(%s)
+                    -- execution_key_line's order, so that index is the plan: with a quiet
+                    -- line's statistics, the key was looked for through the whole line
+                    -- (execution_queue_line) instead.
+                    ORDER BY concurrency_key, queue_name, job_type
                     LIMIT {max(int(read), IN_LINE_PROBE_ROWS)}
                 ) AS line
             ),

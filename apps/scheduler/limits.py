@@ -82,6 +82,10 @@ class DispatchRules:
     allowances: tuple[Allowance, ...] = ()
     # (key, how many of its set-aside rows go back in line now), for keys with room.
     put_back: tuple[tuple[str, int], ...] = ()
+    # The blocked keys that have work in line: what the dispatch sets aside now. Most rounds
+    # it is none (a key's work in line went aside when it was first blocked, and only its room
+    # comes back), and the set-aside statement is not run.
+    set_aside_now: tuple[str, ...] = ()
 
     def for_given_jobs(self) -> DispatchRules:
         """The rules of a claim of a few given jobs (the fast path after a submit), which puts
@@ -199,9 +203,33 @@ def put_back_counts(
 # --- what the dispatcher reads ------------------------------------------------------------------
 
 
-def _key_usage() -> dict[str, tuple[int, int]]:
-    """Per concurrency key: executions in flight, and executions sent in the last window."""
+def _key_usage(*, rates: bool) -> tuple[dict[str, tuple[int, int]], set[str]]:
+    """Per concurrency key: executions in flight, and executions sent in the last window (0
+    without `rates`: no limit has `max_per_second`, and the window's executions are not read);
+    and which of these keys have work in line (a probe of execution_key_line each).
+
+    Without a rate, only the executions in flight are read (execution_key_in_flight): at a few
+    hundred jobs a second the window held hundreds of executions, read by every dispatch to
+    count what no limit asked for."""
     table = JobExecution._meta.db_table
+    # A probe in execution_key_line's order, ORDER BY … LIMIT 1 rather than EXISTS: right
+    # after a key's flood was set aside, statistics that still said its rows were in line made
+    # EXISTS a scan of the table (4-7 ms, bench/dispatch_rules.py).
+    in_line = (
+        f"(SELECT w.queue_name FROM {table} w WHERE w.concurrency_key = e.concurrency_key "
+        f"AND w.status = '{ExecutionStatus.PENDING.value}' AND NOT w.set_aside "
+        "ORDER BY w.queue_name, w.job_type LIMIT 1) IS NOT NULL"
+    )
+    if not rates:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"""
+                SELECT concurrency_key, count(*), 0, {in_line} FROM {table} e
+                WHERE concurrency_key IS NOT NULL AND status IN ('DISPATCHED', 'RUNNING')
+                GROUP BY concurrency_key
+                """
+            )
+            return _usage(cursor.fetchall())
     # The window's start from statement_timestamp(), the database clock when this statement
     # began (microseconds ago). Compared with the volatile clock_timestamp() itself,
     # dispatched_at could not bound the scan of execution_key_dispatched, and every execution
@@ -217,14 +245,20 @@ def _key_usage() -> dict[str, tuple[int, int]]:
             f"""
             SELECT concurrency_key,
                 count(*) FILTER (WHERE status IN ('DISPATCHED', 'RUNNING')),
-                count(*) FILTER (WHERE {recent})
-            FROM {table}
+                count(*) FILTER (WHERE {recent}),
+                {in_line}
+            FROM {table} e
             WHERE concurrency_key IS NOT NULL
                 AND (status IN ('DISPATCHED', 'RUNNING') OR {recent})
             GROUP BY concurrency_key
             """
         )
-        return {key: (running, sent) for key, running, sent in cursor.fetchall()}
+        return _usage(cursor.fetchall())
+
+
+def _usage(rows) -> tuple[dict[str, tuple[int, int]], set[str]]:
+    usage = {key: (running, sent) for key, running, sent, _ in rows}
+    return usage, {key for key, _, _, waiting in rows if waiting}
 
 
 def dispatch_rules() -> DispatchRules:
@@ -254,10 +288,12 @@ def dispatch_rules() -> DispatchRules:
         if scope is None
     ]
     aside = _keys_set_aside() if anything_aside else []
-    usage = _key_usage() if limits or aside else {}
+    rates = any(limit.max_per_second is not None for limit in limits)
+    usage, in_line = _key_usage(rates=rates) if limits or aside else ({}, set())
     blocked, allowances = plan(limits, usage) if limits else ((), ())
     put_back = put_back_counts(limits, usage, aside) if aside else ()
-    return DispatchRules(queues, job_types, blocked, allowances, put_back)
+    set_aside_now = tuple(key for key in blocked if key in in_line)
+    return DispatchRules(queues, job_types, blocked, allowances, put_back, set_aside_now)
 
 
 # The first key (after `after`) with work set aside: one probe of execution_set_aside. ORDER

@@ -408,6 +408,27 @@ def test_a_keys_better_work_goes_back_in_line_ahead_of_its_worse_work_already_th
     assert dispatch() == {older[0]}
 
 
+@pytest.mark.parametrize("rate", [None, 100], ids=["max-running", "and-a-rate"])
+def test_a_dispatch_sets_aside_only_for_blocked_keys_with_work_in_line(rate):
+    concurrency_limit_set(pattern="*", max_running=1, max_per_second=rate)
+    busy = submitted_job(concurrencyKey="busy").id
+    done = submitted_job(concurrencyKey="done").id
+    assert dispatch() == {busy, done}
+    finish(done)
+
+    def rules():
+        with transaction.atomic():
+            return limits.dispatch_rules()
+
+    assert rules().blocked_keys == ("busy",)
+    assert rules().set_aside_now == ()  # nothing of it waits in line: no set-aside statement
+    waiting = submitted_job(concurrencyKey="busy").id
+    assert rules().set_aside_now == ("busy",)
+    assert dispatch() == set()
+    assert set_aside([waiting]) == {waiting}
+    assert rules().set_aside_now == ()
+
+
 @pytest.mark.parametrize("probe", [1, lifecycle.IN_LINE_PROBE_ROWS])
 def test_a_keys_work_goes_in_priority_order_however_little_of_its_line_is_probed(
     monkeypatch, probe
