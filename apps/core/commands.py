@@ -8,6 +8,10 @@ Exit codes (ARCHITECTURE §9):
   2  bad input (InvalidRequest, PayloadTooLarge, JobNotFound, IdempotencyConflict, argparse
      usage errors): nothing was changed.
 
+A command that waited out JOBWEAVER_DB_LOCK_TIMEOUT_SECONDS for a database lock held by
+concurrent work (the API answers the same with a retryable 429) changed nothing either: its
+transaction rolled back. It exits 1 with a line that says so, not with a traceback.
+
 An error is ONE line on stderr, `<command>: error: <reason>`. Run from the command line
 (`manage.py`, through `run_from_argv`) the command ends with `sys.exit(code)`; called from code
 (`call_command`) it raises `CommandError(reason, returncode=code)` and prints nothing, so the
@@ -19,6 +23,8 @@ from __future__ import annotations
 import sys
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import OperationalError
+from psycopg import errors as pg_errors
 
 from apps.core.errors import (
     Forbidden,
@@ -92,6 +98,14 @@ class JobWeaverCommand(BaseCommand):
             if code is None:
                 raise
             self._end(exc.message, code)
+        except OperationalError as exc:
+            if not isinstance(exc.__cause__, pg_errors.LockNotAvailable):
+                raise
+            self._end(
+                "busy: waited too long for a database lock held by concurrent work; nothing "
+                "was changed, try again",
+                EXIT_FAILED,
+            )
 
     def _end(self, message: str | None, code: int):
         one_line = " ".join(message.splitlines()) if message else None

@@ -262,3 +262,29 @@ def test_called_from_code_bad_input_raises_command_error_with_code_2():
         call_command("submit_job", "--sleep", "soon")
     assert raised.value.returncode == 2
     assert Job.objects.count() == 0
+
+
+def test_a_submit_that_waits_out_the_lock_timeout_says_so_and_persists_nothing(submit_job):
+    """Another session holds the user's cap lock (a concurrent submission about to commit, in
+    slow motion): the command gives up after lock_timeout with one line and exit 1, as the API
+    answers a retryable 429, not with a traceback."""
+    import psycopg
+    from django.db import connection
+
+    from apps.jobs import services
+
+    user = get_user_model().objects.create_user("ivan", password="x")
+    with psycopg.connect(**connection.get_connection_params()) as other:
+        other.execute(
+            "SELECT pg_advisory_lock(%s, %s)", [services.ACTIVE_CAP_LOCK_NAMESPACE, user.pk]
+        )
+        with connection.cursor() as cursor:  # undone with the test's transaction
+            cursor.execute("SET lock_timeout = '200ms'")
+        result = submit_job("--log", "x", "--user", "ivan")
+
+    assert result.code == 1
+    assert result.err.splitlines() == [
+        "submit_job: error: busy: waited too long for a database lock held by concurrent "
+        "work; nothing was changed, try again"
+    ]
+    assert Job.objects.count() == 0
