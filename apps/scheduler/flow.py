@@ -136,10 +136,20 @@ def _credits_sql(prefetch: int, ttl_seconds: float, queue: str) -> str:
 
 
 def lock_dispatch() -> None:
-    """Serialize dispatchers (beat tick, submit fast path, wake-ups) for one transaction."""
+    """Serialize dispatchers (beat tick, submit fast path, wake-ups) for one transaction.
+
+    In the same statement, bitmap scans are turned off for the rest of the transaction. The
+    dispatch reads few live rows among many dead index entries: every job leaves two dead
+    entries in execution_live_leases (DISPATCHED, RUNNING) until vacuum passes. A plain index
+    scan marks the dead entries it visits as dead, and the next dispatch skips them; a bitmap
+    scan cannot, so `credits` read them all on every dispatch (EXPLAIN ANALYZE under make
+    bench: 4,241 entries for 6 live rows, 0.7 ms; 0.1 ms as an index scan)."""
     assert_in_transaction("lock_dispatch")
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [DISPATCH_LOCK_KEY])
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(%s), set_config('enable_bitmapscan', 'off', true)",
+            [DISPATCH_LOCK_KEY],
+        )
 
 
 def assign(count: int, credits: list[Credit]) -> list[tuple[str, int]]:
