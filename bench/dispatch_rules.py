@@ -21,8 +21,8 @@ a rule holds back, one case at a time, and prints the median time of a dispatch 
   down the line, and reads it per queue and job type, a probe and a read per line, only when
   paused work fills that look: as in the paused-backlog cases above).
 
-Each measured dispatch does what `dispatch._claim` does under its lock: read the rules, set
-aside and put back (limits.py), claim.
+Each measured dispatch does what `dispatch._claim` does: take the dispatch lock, read the
+rules, set aside and put back (limits.py), claim.
 
 The rows are written with SQL (no job runs), as apps/scheduler/rows.executions_insert writes
 them.
@@ -88,12 +88,13 @@ def settle() -> tuple[int, list[float]]:
     the ms each took."""
     from django.db import transaction
 
-    from apps.scheduler import lifecycle, limits
+    from apps.scheduler import flow, lifecycle, limits
 
     took = []
     while True:
         start = time.perf_counter()
         with transaction.atomic():
+            flow.lock_dispatch()
             rules = limits.dispatch_rules()
             lifecycle.dispatch_planning()
             if not lifecycle.executions_set_aside(rules, batch=limits.SET_ASIDE_BATCH):
@@ -106,12 +107,13 @@ def dispatch_ms() -> tuple[float, float]:
     of the rules alone."""
     from django.db import transaction
 
-    from apps.scheduler import lifecycle, limits
+    from apps.scheduler import flow, lifecycle, limits
 
     whole, rules_only = [], []
     for _ in range(CALLS):
         start = time.perf_counter()
         with transaction.atomic():
+            flow.lock_dispatch()
             rules = limits.dispatch_rules()
             rules_only.append((time.perf_counter() - start) * 1000)
             lifecycle.dispatch_planning()

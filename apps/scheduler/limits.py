@@ -208,49 +208,45 @@ def _key_usage(*, rates: bool) -> tuple[dict[str, tuple[int, int]], set[str]]:
     without `rates`: no limit has `max_per_second`, and the window's executions are not read);
     and which of these keys have work in line (a probe of execution_key_line each).
 
-    Without a rate, only the executions in flight are read (execution_key_in_flight): at a few
-    hundred jobs a second the window held hundreds of executions, read by every dispatch to
-    count what no limit asked for."""
+    Each count reads its own index: the executions in flight through execution_key_in_flight,
+    the window through execution_key_dispatched. Written as one scan with an OR, the plan
+    needed a bitmap scan to combine the two, and the dispatch turns bitmap scans off
+    (flow.lock_dispatch): it became a scan of the table (6 ms with 70,000 executions). Without
+    a rate the window is not read at all: at a few hundred jobs a second it held hundreds of
+    executions, read by every dispatch to count what no limit asked for."""
     table = JobExecution._meta.db_table
-    # A probe in execution_key_line's order, ORDER BY … LIMIT 1 rather than EXISTS: right
-    # after a key's flood was set aside, statistics that still said its rows were in line made
-    # EXISTS a scan of the table (4-7 ms, bench/dispatch_rules.py).
+    counts = [
+        f"SELECT concurrency_key, 1 AS running, 0 AS sent FROM {table} "
+        "WHERE concurrency_key IS NOT NULL AND status IN ('DISPATCHED', 'RUNNING')"
+    ]
+    if rates:
+        # The window's start from statement_timestamp(), the database clock when this
+        # statement began (microseconds ago). Compared with the volatile clock_timestamp()
+        # itself, dispatched_at could not bound the scan of execution_key_dispatched, and every
+        # execution that has a key was read (8.4 ms a dispatch with one key's 50,000 waiting).
+        # A subquery bounded it, but its value is unknown to the planner, which then guessed a
+        # third of the table recent and, now and then, read all of it instead (7 ms,
+        # bench/dispatch_rules.py). A stable function is evaluated for the estimate.
+        since = f"statement_timestamp() - make_interval(secs => {RATE_WINDOW_SECONDS})"
+        counts.append(
+            f"SELECT concurrency_key, 0, 1 FROM {table} "
+            f"WHERE concurrency_key IS NOT NULL AND dispatched_at > {since}"
+        )
+    # Whether a key has work in line: a probe in execution_key_line's order, ORDER BY …
+    # LIMIT 1 rather than EXISTS: right after a key's flood was set aside, statistics that
+    # still said its rows were in line made EXISTS a scan of the table (4-7 ms,
+    # bench/dispatch_rules.py).
     in_line = (
-        f"(SELECT w.queue_name FROM {table} w WHERE w.concurrency_key = e.concurrency_key "
+        f"(SELECT w.queue_name FROM {table} w WHERE w.concurrency_key = used.concurrency_key "
         f"AND w.status = '{ExecutionStatus.PENDING.value}' AND NOT w.set_aside "
         "ORDER BY w.queue_name, w.job_type LIMIT 1) IS NOT NULL"
     )
-    if not rates:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"""
-                SELECT concurrency_key, count(*), 0, {in_line} FROM {table} e
-                WHERE concurrency_key IS NOT NULL AND status IN ('DISPATCHED', 'RUNNING')
-                GROUP BY concurrency_key
-                """
-            )
-            return _usage(cursor.fetchall())
-    # The window's start from statement_timestamp(), the database clock when this statement
-    # began (microseconds ago). Compared with the volatile clock_timestamp() itself,
-    # dispatched_at could not bound the scan of execution_key_dispatched, and every execution
-    # that has a key was read (8.4 ms a dispatch with one key's 50,000 waiting). A subquery
-    # bounded it, but its value is unknown to the planner, which then guessed a third of the
-    # table recent and, now and then, read all of it instead (7 ms, bench/dispatch_rules.py). A
-    # stable function is evaluated for the estimate: the plan reads the executions in flight
-    # and those sent within the window (0.2 ms).
-    since = f"statement_timestamp() - make_interval(secs => {RATE_WINDOW_SECONDS})"
-    recent = f"dispatched_at > {since}"
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            SELECT concurrency_key,
-                count(*) FILTER (WHERE status IN ('DISPATCHED', 'RUNNING')),
-                count(*) FILTER (WHERE {recent}),
-                {in_line}
-            FROM {table} e
-            WHERE concurrency_key IS NOT NULL
-                AND (status IN ('DISPATCHED', 'RUNNING') OR {recent})
-            GROUP BY concurrency_key
+            SELECT used.concurrency_key, sum(used.running), sum(used.sent), {in_line}
+            FROM ({" UNION ALL ".join(counts)}) AS used
+            GROUP BY used.concurrency_key
             """
         )
         return _usage(cursor.fetchall())
