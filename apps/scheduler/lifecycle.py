@@ -506,10 +506,10 @@ def executions_put_back(rules: DispatchRules) -> int:
     tenants each limited to one job, that churn put back and set aside again 1.6 rows for
     every job sent (bench/tenants.py). A job already in line ranks before a set-aside one of
     the same priority and due time. Of the key's work in line, at most IN_LINE_PROBE_ROWS
-    rows are read, in no order (no index has a key's rows in line in the claim's order): a key
-    with more in line is one whose flood is still being set aside, a batch per dispatch, and
-    counting only some of its rows can only put back more, never hold back a row that ranks
-    within its room.
+    rows are read, in execution_key_line's order (queue, job type), not the claim's (no index
+    has a key's rows in line in that order): a key with more in line is one whose flood is
+    still being set aside, a batch per dispatch, and counting only some of its rows can only
+    put back more, never hold back a row that ranks within its room.
 
     A key's set-aside work is read line by line, a line being its work of one queue and one
     job type (execution_set_aside's order): the lines are found by skipping through the index
