@@ -17,6 +17,9 @@ a rule holds back, one case at a time, and prints the median time of a dispatch 
   claim's line; the dispatches that set it aside, a batch each, are timed and printed too),
 - a key at its limit whose backlog waits in a paused queue, and the same backlog set aside
   before the pause once the key has room again,
+- a rate limit (`max_per_second`) over 70,000 keyed executions sent in the last hour, with
+  no key at it and then with a key at it and its backlog ahead of the open work (the rate
+  window must be read through its index, not by walking the history),
 - many queues, with and without a pause (while anything is paused, the claim first looks
   down the line, and reads it per queue and job type, a probe and a read per line, only when
   paused work fills that look: as in the paused-backlog cases above).
@@ -39,6 +42,8 @@ from common import configure, drop_database
 DATABASE = f"jobweaver_bench_rules_{uuid.uuid4().hex[:8]}"
 CALLS = 20
 BACKLOG = 50_000
+# Keyed executions sent over the last hour, for the rate limit's case.
+HISTORY = 70_000
 
 
 def add_jobs(
@@ -217,6 +222,31 @@ def main() -> None:
             cursor.execute("ANALYZE")
         report("  set aside before the queue was paused, and the key has room again")
         Pause.objects.all().delete()
+        with connections["default"].cursor() as cursor:
+            cursor.execute("DELETE FROM scheduler_jobexecution WHERE concurrency_key IS NOT NULL")
+        ConcurrencyLimit.objects.all().delete()
+        ConcurrencyLimit.objects.create(pattern="api-*", max_per_second=5)
+        add_jobs(HISTORY, key="api-old", status="COMPLETED")
+        add_jobs(5, key="api-hot", status="DISPATCHED")
+        with connections["default"].cursor() as cursor:
+            # A history of keyed executions sent over the last hour, over 16 keys: what the
+            # rate window's read must not walk. The key at its rate was sent "in the future", so
+            # that it stays in the window for the whole case, however long it takes.
+            cursor.execute(
+                "UPDATE scheduler_jobexecution SET "
+                "concurrency_key = 'api-' || substr(md5(id::text), 1, 1), "
+                "dispatched_at = now() - random() * interval '1 hour', finished_at = now() "
+                "WHERE concurrency_key = 'api-old'"
+            )
+            cursor.execute(
+                "UPDATE scheduler_jobexecution SET dispatched_at = now() + interval '1 hour' "
+                "WHERE concurrency_key = 'api-hot'"
+            )
+            cursor.execute("ANALYZE")
+        report(f"{HISTORY:,} keyed executions sent in the last hour; a rate limit, no key at it")
+        add_jobs(BACKLOG, priority=9, key="api-hot", age_s=0)
+        report(f"+ {BACKLOG:,} of a key at its rate limit, ahead of the open work")
+        ConcurrencyLimit.objects.all().delete()
         with connections["default"].cursor() as cursor:
             cursor.execute("DELETE FROM scheduler_jobexecution")
         add_jobs(10_000, queue="tenant", queues=1_000)
