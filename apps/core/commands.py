@@ -24,8 +24,8 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import OperationalError
-from psycopg import errors as pg_errors
 
+from apps.core.db import lock_timed_out
 from apps.core.errors import (
     Forbidden,
     IdempotencyConflict,
@@ -99,7 +99,7 @@ class JobWeaverCommand(BaseCommand):
                 raise
             self._end(exc.message, code)
         except OperationalError as exc:
-            if not isinstance(exc.__cause__, pg_errors.LockNotAvailable):
+            if not lock_timed_out(exc):
                 raise
             self._end(
                 "busy: waited too long for a database lock held by concurrent work; nothing "

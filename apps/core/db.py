@@ -15,12 +15,22 @@ from typing import TypeVar
 from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connection, connections
 from django.db.models import NOT_PROVIDED, DateTimeField, Func
 from django.db.models.expressions import DatabaseDefault
+from psycopg import errors as pg_errors
 from psycopg.sql import Literal
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
+
+
+def lock_timed_out(exc: BaseException) -> bool:
+    """Whether `exc` is a statement that waited out JOBWEAVER_DB_LOCK_TIMEOUT_SECONDS for a lock
+    held by concurrent work: its transaction rolled back, and trying again later is the
+    answer (the API's 429, the commands' exit 1, a bulk action's "busy" skip)."""
+    return isinstance(exc, OperationalError) and isinstance(
+        exc.__cause__, pg_errors.LockNotAvailable
+    )
 
 
 def retry_while_database_unavailable(fn: Callable[[], T], *, what: str, timeout: float) -> T:

@@ -8,8 +8,9 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from django.db import transaction
+from django.db import OperationalError, transaction
 
+from apps.core.db import lock_timed_out
 from apps.core.errors import InvalidStateTransition, JobNotFound
 from apps.dashboard.models import DeadLetterDiscard
 from apps.dashboard.selectors import is_discarded
@@ -95,6 +96,12 @@ class BulkReport:
         return line
 
 
+BUSY_REASON = (
+    "job was busy: its row stayed locked by concurrent work longer than the lock timeout; "
+    "nothing was changed, try again"
+)
+
+
 def _reason(error: InvalidStateTransition | JobNotFound, job_id: uuid.UUID) -> str:
     # "Job <id> is COMPLETED; ..." -> "job is COMPLETED; ...": jobs with one reason group.
     return error.message.replace(f"Job {job_id}", "job")
@@ -108,8 +115,9 @@ def _operation(action: str, user) -> Callable[..., object]:
 
 def jobs_bulk_apply(*, action: str, job_ids: Iterable[uuid.UUID], user=None) -> BulkReport:
     """Apply `action` (a key of BULK_ACTIONS) to each job, each in its own transaction, through
-    the job services the API and the CLI use. Never raises for a job in the wrong state or a
-    job that vanished: those are reported as skipped, grouped by reason."""
+    the job services the API and the CLI use. Never raises for a job in the wrong state, a
+    job that vanished or a job whose row stayed locked past the lock timeout: those are
+    reported as skipped, grouped by reason."""
     report = BulkReport(BULK_ACTIONS[action])
     operation = _operation(action, user)
     for job_id in job_ids:
@@ -117,6 +125,12 @@ def jobs_bulk_apply(*, action: str, job_ids: Iterable[uuid.UUID], user=None) -> 
             operation(job_id=job_id)
         except (InvalidStateTransition, JobNotFound) as error:
             report.skipped.setdefault(_reason(error, job_id), []).append(job_id)
+        except OperationalError as error:
+            # Its row was held by concurrent work (a dispatch, an attempt's end) for longer
+            # than the lock timeout: this job's transaction rolled back; the others go on.
+            if not lock_timed_out(error):
+                raise
+            report.skipped.setdefault(BUSY_REASON, []).append(job_id)
         else:
             report.done.append(job_id)
     return report

@@ -270,3 +270,43 @@ def test_job_page_shows_payload_path_attempts_logs_and_events(admin_client):
         'id="jw-job-actions"',
     ):
         assert expected in content, expected
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_job_whose_row_stays_locked_is_skipped_as_busy_and_the_others_are_cancelled(
+    admin_client,
+):
+    """Concurrent work (here another session, in slow motion) holds one job's row past the
+    lock timeout: that job is reported as busy and left as it was, the others are cancelled,
+    and the page says so; not a 500 halfway through the selection."""
+    import psycopg
+
+    waiting = [submitted_job(priority=6) for _ in range(3)]
+    held = waiting[1]
+    with psycopg.connect(**connection.get_connection_params()) as other:
+        other.execute(
+            "SELECT 1 FROM scheduler_jobexecution WHERE job_id = %s FOR UPDATE", [held.id]
+        )
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '200ms'")
+        try:
+            response = admin_client.post(
+                bulk_url("cancel", priority=6), {"confirm": "yes"}, follow=True
+            )
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("RESET lock_timeout")
+
+    assert response.status_code == 200
+    assert [execution_of(job.id).status for job in waiting] == [
+        "CANCELLED",
+        "PENDING",
+        "CANCELLED",
+    ]
+    shown = shown_messages(response)
+    assert "Cancelled 2 jobs; a running job stops at its next checkpoint." in shown
+    assert any(
+        m.startswith("Skipped 1 job: 1 x job was busy") and str(held.id) in m for m in shown
+    ), shown
+    summary = LogEntry.objects.filter(object_id=None).latest("action_time")
+    assert summary.change_message.startswith("Cancel: 2 cancelled, 1 skipped (1 job was busy")

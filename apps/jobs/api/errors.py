@@ -8,13 +8,12 @@ import math
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
-from django.db import OperationalError
 from django.http import Http404
 from django.utils import timezone
-from psycopg import errors as pg_errors
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
+from apps.core.db import lock_timed_out
 from apps.core.errors import InvalidBatch, JobWeaverError
 from apps.core.timeutil import iso
 
@@ -59,7 +58,7 @@ def api_exception_handler(exc, context):
         if isinstance(exc, InvalidBatch):
             response.data["errors"] = exc.errors
         return response
-    if isinstance(exc, OperationalError) and isinstance(exc.__cause__, pg_errors.LockNotAvailable):
+    if lock_timed_out(exc):
         logger.warning("API request gave up waiting for a database lock: %s", exc)
         return error_response(
             429,
