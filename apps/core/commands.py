@@ -10,7 +10,8 @@ Exit codes (ARCHITECTURE §9):
 
 A command that waited out JOBWEAVER_DB_LOCK_TIMEOUT_SECONDS for a database lock held by
 concurrent work (the API answers the same with a retryable 429) changed nothing either: its
-transaction rolled back. It exits 1 with a line that says so, not with a traceback.
+transaction rolled back. It exits 1 with a line that says so, not with a traceback; so does a
+command whose statement the database cancelled (over JOBWEAVER_DB_STATEMENT_TIMEOUT_SECONDS).
 
 An error is ONE line on stderr, `<command>: error: <reason>`. Run from the command line
 (`manage.py`, through `run_from_argv`) the command ends with `sys.exit(code)`; called from code
@@ -22,10 +23,11 @@ from __future__ import annotations
 
 import sys
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import OperationalError
 
-from apps.core.db import lock_timed_out
+from apps.core.db import lock_timed_out, statement_cancelled
 from apps.core.errors import (
     Forbidden,
     IdempotencyConflict,
@@ -99,13 +101,21 @@ class JobWeaverCommand(BaseCommand):
                 raise
             self._end(exc.message, code)
         except OperationalError as exc:
-            if not lock_timed_out(exc):
-                raise
-            self._end(
-                "busy: waited too long for a database lock held by concurrent work; nothing "
-                "was changed, try again",
-                EXIT_FAILED,
-            )
+            if lock_timed_out(exc):
+                self._end(
+                    "busy: waited too long for a database lock held by concurrent work; "
+                    "nothing was changed, try again",
+                    EXIT_FAILED,
+                )
+            if statement_cancelled(exc):
+                self._end(
+                    "the database cancelled a statement that ran longer than "
+                    f"{settings.JOBWEAVER_DB_STATEMENT_TIMEOUT_SECONDS:g} s "
+                    "(JOBWEAVER_DB_STATEMENT_TIMEOUT_SECONDS) or was cancelled by an operator; "
+                    "its transaction was rolled back",
+                    EXIT_FAILED,
+                )
+            raise
 
     def _end(self, message: str | None, code: int):
         one_line = " ".join(message.splitlines()) if message else None

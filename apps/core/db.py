@@ -33,6 +33,13 @@ def lock_timed_out(exc: BaseException) -> bool:
     )
 
 
+def statement_cancelled(exc: BaseException) -> bool:
+    """Whether `exc` is a statement the database cancelled: it ran past
+    JOBWEAVER_DB_STATEMENT_TIMEOUT_SECONDS, or an operator cancelled it. Its transaction rolled
+    back."""
+    return isinstance(exc, OperationalError) and isinstance(exc.__cause__, pg_errors.QueryCanceled)
+
+
 def retry_while_database_unavailable(fn: Callable[[], T], *, what: str, timeout: float) -> T:
     """Call `fn` (a whole transaction: it must be safe to run again after a rollback) until it
     gets through, for up to `timeout` seconds, reconnecting between tries with backoff."""

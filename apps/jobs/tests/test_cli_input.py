@@ -288,3 +288,31 @@ def test_a_submit_that_waits_out_the_lock_timeout_says_so_and_persists_nothing(s
         "work; nothing was changed, try again"
     ]
     assert Job.objects.count() == 0
+
+
+def test_a_submit_whose_statement_the_database_cancels_says_so_and_persists_nothing(submit_job):
+    """A statement over the statement timeout (here: waiting on the user's cap lock, with no
+    lock timeout to end the wait first) is cancelled by PostgreSQL: the command says so in one
+    line and exits 1, not with a traceback, and the rolled-back submit left no job."""
+    import psycopg
+    from django.db import connection
+
+    from apps.jobs import services
+
+    user = get_user_model().objects.create_user("vera", password="x")
+    with psycopg.connect(**connection.get_connection_params()) as other:
+        other.execute(
+            "SELECT pg_advisory_lock(%s, %s)", [services.ACTIVE_CAP_LOCK_NAMESPACE, user.pk]
+        )
+        with connection.cursor() as cursor:  # undone with the test's transaction
+            cursor.execute("SET LOCAL lock_timeout = 0")
+            cursor.execute("SET LOCAL statement_timeout = '200ms'")
+        result = submit_job("--log", "x", "--user", "vera")
+
+    assert result.code == 1
+    (line,) = result.err.splitlines()
+    assert line.startswith(
+        "submit_job: error: the database cancelled a statement that ran longer than "
+    )
+    assert line.endswith("its transaction was rolled back")
+    assert Job.objects.count() == 0
