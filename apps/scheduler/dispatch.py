@@ -156,7 +156,7 @@ def _claim(
     """One batch: count the credits and spend them under the dispatch lock; returns the
     deliveries, the credits still free after them and the rows the claim left for their key's
     limit (`lifecycle.Claims.left_for_limits`)."""
-    flow.lock_dispatch()
+    flow.lock_dispatch(planned=job_ids is None)
     credits = flow.credits()
     free = sum(max(credit.free, 0) for credit in credits)
     if free <= 0:
@@ -165,7 +165,6 @@ def _claim(
         return [], 0, 0
     rules = limits.dispatch_rules()
     if job_ids is None:
-        lifecycle.dispatch_planning()
         # Keep the line clear of keys at their limit, and give keys with room their work back
         # (limits.py).
         lifecycle.executions_set_aside(rules, batch=limits.SET_ASIDE_BATCH)

@@ -135,7 +135,14 @@ def _credits_sql(prefetch: int, ttl_seconds: float, queue: str) -> str:
         """
 
 
-def lock_dispatch() -> None:
+# Planner settings for the rest of a dispatch transaction (set_config(…, true) is local to it).
+# Without bitmap scans, see `lock_dispatch`; one generic plan per statement, see
+# lifecycle.dispatch_planning.
+NO_BITMAP_SCANS = "set_config('enable_bitmapscan', 'off', true)"
+GENERIC_PLANS = "set_config('plan_cache_mode', 'force_generic_plan', true)"
+
+
+def lock_dispatch(*, planned: bool = False) -> None:
     """Serialize dispatchers (beat tick, submit fast path, wake-ups) for one transaction.
 
     In the same statement, bitmap scans are turned off for the rest of the transaction. The
@@ -143,13 +150,16 @@ def lock_dispatch() -> None:
     entries in execution_live_leases (DISPATCHED, RUNNING) until vacuum passes. A plain index
     scan marks the dead entries it visits as dead, and the next dispatch skips them; a bitmap
     scan cannot, so `credits` read them all on every dispatch (EXPLAIN ANALYZE under make
-    bench: 4,241 entries for 6 live rows, 0.7 ms; 0.1 ms as an index scan)."""
+    bench: 4,241 entries for 6 live rows, 0.7 ms; 0.1 ms as an index scan).
+
+    `planned`: a full dispatch (not the fast path's claim of given jobs) also sets
+    lifecycle.dispatch_planning's settings here, not in a statement of their own: one round
+    trip less in every dispatch of the line. The statements before its claim (credits, rules)
+    have no parameters, so a generic plan is the plan they had."""
     assert_in_transaction("lock_dispatch")
+    planner = f"{NO_BITMAP_SCANS}, {GENERIC_PLANS}" if planned else NO_BITMAP_SCANS
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pg_advisory_xact_lock(%s), set_config('enable_bitmapscan', 'off', true)",
-            [DISPATCH_LOCK_KEY],
-        )
+        cursor.execute(f"SELECT pg_advisory_xact_lock(%s), {planner}", [DISPATCH_LOCK_KEY])
 
 
 def assign(count: int, credits: list[Credit]) -> list[tuple[str, int]]:

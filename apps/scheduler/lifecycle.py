@@ -48,7 +48,7 @@ from apps.core.kafka import JOB_COMPLETED, JOB_DEAD_LETTER, JOB_FAILED
 from apps.core.timeutil import iso
 from apps.jobs.models import Job
 from apps.outbox.services import outbox_enqueue, outbox_enqueue_step, relay_after_commit
-from apps.scheduler import rows
+from apps.scheduler import flow, rows
 from apps.scheduler.flow import DISPATCH_CHANNEL, notify_dispatch
 from apps.scheduler.limits import NO_RULES, DispatchRules
 from apps.scheduler.models import ExecutionStatus, JobExecution
@@ -275,15 +275,16 @@ def dispatch_planning() -> None:
     due row through a bitmap scan and sorted them all for the first few: 2-5 ms a claim with
     5,000 waiting (auto_explain under make bench), growing with the backlog; the put-back's
     look at a key's work in line did the same with a key's flood. Without bitmap scans the
-    index order is the plan; and as the statistics cannot change it any more, one plan per
-    statement is kept rather than one made per call. Set first in the transaction, before the
-    set-aside and the put-back, which `executions_claim(planned=True)` then does not repeat."""
+    index order is the plan, and one plan per statement is kept rather than one made per call.
+    (A plan made before the table's first statistics can still pick another index of PENDING
+    rows for the key probes of the set-aside and the put-back, and read all of them: seen on a
+    fresh database under bench/tenants.py, 2-17 ms a put-back until autovacuum's first ANALYZE
+    replanned it.) The dispatcher sets these with its lock (flow.lock_dispatch(planned=True)),
+    before the set-aside and the put-back; `executions_claim(planned=True)` does not repeat
+    them."""
     assert_in_transaction("dispatch_planning")
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT set_config('enable_bitmapscan', 'off', true), "
-            "set_config('plan_cache_mode', 'force_generic_plan', true)"
-        )
+        cursor.execute(f"SELECT {flow.NO_BITMAP_SCANS}, {flow.GENERIC_PLANS}")
 
 
 def executions_claim(

@@ -1,0 +1,33 @@
+"""A dispatch of the line costs a fixed, small number of statements (issue "Fast"): it runs
+several hundred times a second under load, and each statement is a round trip that both the
+scheduler and PostgreSQL pay for and that the next credit waits behind."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from apps.scheduler.dispatch import dispatch_due_jobs
+from apps.scheduler.tests.factories import execution_of, live_executor, submitted_job
+
+# The dispatch lock with the planner settings of the transaction, the credits, the rules
+# (pauses, limits, anything set aside), the claim.
+STATEMENTS_PER_DISPATCH = 4
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.mark.parametrize("waiting", [1, 3])
+def test_a_dispatch_of_the_line_costs_a_fixed_number_of_statements(waiting):
+    jobs = [submitted_job() for _ in range(waiting)]  # no executor yet: no fast path
+    live_executor(slots=4)
+    sent: list = []
+
+    with CaptureQueriesContext(connection) as queries:
+        dispatched = dispatch_due_jobs(publish=sent.extend)
+
+    assert sorted(dispatched) == sorted(job.id for job in jobs)
+    assert {execution_of(job.id).status for job in jobs} == {"DISPATCHED"}
+    statements = [q["sql"] for q in queries if q["sql"] not in ("BEGIN", "COMMIT")]
+    assert len(statements) == STATEMENTS_PER_DISPATCH, [q[:80] for q in statements]
