@@ -25,7 +25,7 @@ from typing import NamedTuple, Protocol
 
 from celery import current_app
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 
 import kombu_kafka
 from apps.core import metrics
@@ -157,13 +157,13 @@ def _claim(
     deliveries, the credits still free after them and the rows the claim left for their key's
     limit (`lifecycle.Claims.left_for_limits`)."""
     flow.lock_dispatch(planned=job_ids is None)
-    credits = flow.credits()
+    credits, rule_rows = _credits_and_rules()
     free = sum(max(credit.free, 0) for credit in credits)
     if free <= 0:
         if not credits:
             _log_no_executor()
         return [], 0, 0
-    rules = limits.dispatch_rules()
+    rules = limits.dispatch_rules(rule_rows)
     if job_ids is None:
         # Keep the line clear of keys at their limit, and give keys with room their work back
         # (limits.py).
@@ -195,6 +195,28 @@ def _claim(
         for claim, (_, partition) in zip(claimed, targets, strict=True)
     ]
     return deliveries, free - len(deliveries), claimed.left_for_limits
+
+
+def _credits_and_rules() -> tuple[list[flow.Credit], list]:
+    """The executors' credits and the rules' first rows (limits.rules_sql), in one statement:
+    each is a few rows, and a statement is a round trip on every dispatch. Read after the
+    dispatch lock, in a statement of their own: a statement's snapshot is taken when it
+    starts, and one that waited for the lock inside it would not see the claims of the
+    dispatch it waited for."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT
+                (SELECT json_agg(json_build_array(c.worker_id, c.free, c.partitions)
+                                 ORDER BY c.worker_id)
+                 FROM ({flow.credits_sql()}) AS c),
+                (SELECT json_agg(json_build_array(r.scope, r.name, r.max_running,
+                                                  r.max_per_second))
+                 FROM ({limits.rules_sql()}) AS r)
+            """
+        )
+        credit_rows, rule_rows = cursor.fetchone()
+    return flow.credits_from(credit_rows or []), rule_rows or []
 
 
 def _publish(deliveries: list[Delivery], publish: Publisher) -> None:

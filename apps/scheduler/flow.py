@@ -97,14 +97,22 @@ def credits() -> list[Credit]:
     """Free credits of every live executor of run-job that owns partitions; must run inside
     the dispatch transaction (after `lock_dispatch`), so no other dispatcher spends them."""
     assert_in_transaction("credits")
-    sql = _credits_sql(
+    with connection.cursor() as cursor:
+        cursor.execute(credits_sql())
+        return credits_from(cursor.fetchall())
+
+
+def credits_sql() -> str:
+    """`credits`' query: rows of (worker_id, free, partitions), by worker id. The dispatcher
+    reads it together with the rules, in one statement (dispatch._credits_and_rules)."""
+    return _credits_sql(
         settings.JOBWEAVER_DISPATCH_PREFETCH,
         settings.JOBWEAVER_WORKER_TTL_SECONDS,
         topic_name(RUN_JOB),
     )
-    with connection.cursor() as cursor:
-        cursor.execute(sql)
-        rows = cursor.fetchall()
+
+
+def credits_from(rows) -> list[Credit]:
     return [
         Credit(worker_id, free, json.loads(parts) if isinstance(parts, str) else parts)
         for worker_id, free, parts in rows
@@ -120,7 +128,8 @@ def _credits_sql(prefetch: int, ttl_seconds: float, queue: str) -> str:
     executions = JobExecution._meta.db_table
     quoted_queue = "'" + queue.replace("'", "''") + "'"
     return f"""
-        SELECT r.worker_id, r.slots * {int(prefetch)} - COALESCE(f.in_flight, 0), r.partitions
+        SELECT r.worker_id, r.slots * {int(prefetch)} - COALESCE(f.in_flight, 0) AS free,
+            r.partitions
         FROM {registrations} r
         LEFT JOIN (
             SELECT worker_id, count(*) AS in_flight FROM {executions}

@@ -257,24 +257,15 @@ def _usage(rows) -> tuple[dict[str, tuple[int, int]], set[str]]:
     return usage, {key for key, _, _, waiting in rows if waiting}
 
 
-def dispatch_rules() -> DispatchRules:
+def dispatch_rules(rows: list | None = None) -> DispatchRules:
     """The rules for one claim, read inside the dispatch transaction: one query for the pauses,
-    the limits (both tables are small) and whether anything is set aside; then, only when a
-    limit is set or something is set aside, the keys' use and the keys with work set aside."""
-    table = JobExecution._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            SELECT scope, name, NULL, NULL FROM {Pause._meta.db_table}
-            UNION ALL
-            SELECT NULL, pattern, max_running, max_per_second
-            FROM {ConcurrencyLimit._meta.db_table}
-            UNION ALL
-            SELECT '{_SET_ASIDE}', ({_FIRST_KEY_SET_ASIDE.format(table=table, after="")}),
-                NULL, NULL
-            """
-        )
-        rows = cursor.fetchall()
+    the limits (both tables are small) and whether anything is set aside (`rules_sql`; its
+    `rows` when the caller read them already); then, only when a limit is set or something is
+    set aside, the keys' use and the keys with work set aside."""
+    if rows is None:
+        with connection.cursor() as cursor:
+            cursor.execute(rules_sql())
+            rows = cursor.fetchall()
     queues = tuple(name for scope, name, _, _ in rows if scope == PauseScope.QUEUE)
     job_types = tuple(name for scope, name, _, _ in rows if scope == PauseScope.JOB_TYPE)
     anything_aside = any(name for scope, name, _, _ in rows if scope == _SET_ASIDE)
@@ -290,6 +281,24 @@ def dispatch_rules() -> DispatchRules:
     put_back = put_back_counts(limits, usage, aside) if aside else ()
     set_aside_now = tuple(key for key in blocked if key in in_line)
     return DispatchRules(queues, job_types, blocked, allowances, put_back, set_aside_now)
+
+
+@lru_cache(maxsize=1)
+def rules_sql() -> str:
+    """`dispatch_rules`' first query: rows of (scope, name, max_running, max_per_second) for
+    the pauses, the limits (scope NULL) and the first key with work set aside (scope
+    SET_ASIDE; name NULL when there is none)."""
+    table = JobExecution._meta.db_table
+    return f"""
+        SELECT scope, name, NULL::int AS max_running, NULL::int AS max_per_second
+        FROM {Pause._meta.db_table}
+        UNION ALL
+        SELECT NULL, pattern, max_running, max_per_second
+        FROM {ConcurrencyLimit._meta.db_table}
+        UNION ALL
+        SELECT '{_SET_ASIDE}', ({_FIRST_KEY_SET_ASIDE.format(table=table, after="")}),
+            NULL, NULL
+        """
 
 
 # The first key (after `after`) with work set aside: one probe of execution_set_aside. ORDER

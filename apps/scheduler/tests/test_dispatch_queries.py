@@ -11,9 +11,9 @@ from django.test.utils import CaptureQueriesContext
 from apps.scheduler.dispatch import dispatch_due_jobs
 from apps.scheduler.tests.factories import execution_of, live_executor, submitted_job
 
-# The dispatch lock with the planner settings of the transaction, the credits, the rules
-# (pauses, limits, anything set aside), the claim.
-STATEMENTS_PER_DISPATCH = 4
+# The dispatch lock with the planner settings of the transaction; the credits with the rules
+# (pauses, limits, anything set aside); the claim.
+STATEMENTS_PER_DISPATCH = 3
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
