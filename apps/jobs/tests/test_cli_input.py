@@ -8,6 +8,7 @@ test's transaction is rolled back), so the fast-path dispatch never fires.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import sys
@@ -264,22 +265,31 @@ def test_called_from_code_bad_input_raises_command_error_with_code_2():
     assert Job.objects.count() == 0
 
 
-def test_a_submit_that_waits_out_the_lock_timeout_says_so_and_persists_nothing(submit_job):
-    """Another session holds the user's cap lock (a concurrent submission about to commit, in
-    slow motion): the command gives up after lock_timeout with one line and exit 1, as the API
-    answers a retryable 429, not with a traceback."""
+@contextlib.contextmanager
+def cap_lock_held_by_another_session(user, *, then: list[str]):
+    """Another session holds `user`'s cap lock (a concurrent submission about to commit, in
+    slow motion) while the test's session runs the `then` statements (SET LOCAL …: undone
+    with the test's transaction) and the block."""
     import psycopg
     from django.db import connection
 
     from apps.jobs import services
 
-    user = get_user_model().objects.create_user("ivan", password="x")
     with psycopg.connect(**connection.get_connection_params()) as other:
         other.execute(
             "SELECT pg_advisory_lock(%s, %s)", [services.ACTIVE_CAP_LOCK_NAMESPACE, user.pk]
         )
-        with connection.cursor() as cursor:  # undone with the test's transaction
-            cursor.execute("SET lock_timeout = '200ms'")
+        with connection.cursor() as cursor:
+            for statement in then:
+                cursor.execute(statement)
+        yield
+
+
+def test_a_submit_that_waits_out_the_lock_timeout_says_so_and_persists_nothing(submit_job):
+    """The command gives up after lock_timeout with one line and exit 1, as the API answers a
+    retryable 429, not with a traceback."""
+    user = get_user_model().objects.create_user("ivan", password="x")
+    with cap_lock_held_by_another_session(user, then=["SET LOCAL lock_timeout = '200ms'"]):
         result = submit_job("--log", "x", "--user", "ivan")
 
     assert result.code == 1
@@ -294,19 +304,9 @@ def test_a_submit_whose_statement_the_database_cancels_says_so_and_persists_noth
     """A statement over the statement timeout (here: waiting on the user's cap lock, with no
     lock timeout to end the wait first) is cancelled by PostgreSQL: the command says so in one
     line and exits 1, not with a traceback, and the rolled-back submit left no job."""
-    import psycopg
-    from django.db import connection
-
-    from apps.jobs import services
-
     user = get_user_model().objects.create_user("vera", password="x")
-    with psycopg.connect(**connection.get_connection_params()) as other:
-        other.execute(
-            "SELECT pg_advisory_lock(%s, %s)", [services.ACTIVE_CAP_LOCK_NAMESPACE, user.pk]
-        )
-        with connection.cursor() as cursor:  # undone with the test's transaction
-            cursor.execute("SET LOCAL lock_timeout = 0")
-            cursor.execute("SET LOCAL statement_timeout = '200ms'")
+    statements = ["SET LOCAL lock_timeout = 0", "SET LOCAL statement_timeout = '200ms'"]
+    with cap_lock_held_by_another_session(user, then=statements):
         result = submit_job("--log", "x", "--user", "vera")
 
     assert result.code == 1
