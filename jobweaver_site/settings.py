@@ -71,6 +71,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # An admin page whose statement met the lock or statement timeout: a page saying nothing
+    # was changed, not a 500 (apps/dashboard/middleware.py).
+    "apps.dashboard.middleware.DatabaseGaveUpMiddleware",
 ]
 
 ROOT_URLCONF = "jobweaver_site.urls"
