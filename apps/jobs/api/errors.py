@@ -13,7 +13,7 @@ from django.utils import timezone
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
-from apps.core.db import lock_timed_out
+from apps.core.db import lock_timed_out, statement_cancelled
 from apps.core.errors import InvalidBatch, JobWeaverError
 from apps.core.timeutil import iso
 
@@ -66,6 +66,19 @@ def api_exception_handler(exc, context):
             "Busy: the request waited too long for a database lock held by concurrent "
             "requests and changed nothing; retry",
             headers={"Retry-After": str(LOCK_BUSY_RETRY_AFTER_SECONDS)},
+        )
+    if statement_cancelled(exc):
+        # A server fault (§8's 500), but a known one: say what happened, log no traceback.
+        logger.warning(
+            "API request: the database cancelled a statement (over "
+            "JOBWEAVER_DB_STATEMENT_TIMEOUT_SECONDS, or by an operator): %s",
+            exc,
+        )
+        return error_response(
+            500,
+            "API.INTERNAL_ERROR",
+            "The database cancelled a statement of this request that ran too long; its "
+            "transaction was rolled back and nothing was changed",
         )
     if isinstance(exc, RequestDataTooBig):
         return error_response(413, "API.PAYLOAD_TOO_LARGE", "Request body too large")

@@ -305,3 +305,30 @@ def test_a_request_that_times_out_on_a_lock_is_told_to_retry_and_changes_nothing
     assert "retry" in response.json()["message"]
     assert counts() == before
     assert post(client).status_code == 202  # the lock is gone: the same request goes through
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_request_whose_statement_is_cancelled_says_so_and_changes_nothing():
+    """A statement over the statement timeout (here the cap lock's wait, with no lock timeout)
+    is a server fault, 500, but the body says what happened, and nothing was saved."""
+    user = make_user("judy", *SUBMITTER)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token_for(user)}")
+    before = counts()
+    with psycopg.connect(**connection.get_connection_params()) as other:
+        other.execute(
+            "SELECT pg_advisory_lock(%s, %s)", [services.ACTIVE_CAP_LOCK_NAMESPACE, user.pk]
+        )
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = 0")
+            cursor.execute("SET statement_timeout = '200ms'")
+        try:
+            response = post(client)
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("RESET lock_timeout")
+                cursor.execute("RESET statement_timeout")
+
+    assert_error_body(response, 500, "API.INTERNAL_ERROR")
+    assert "cancelled a statement of this request that ran too long" in response.json()["message"]
+    assert counts() == before
