@@ -21,7 +21,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from common import api_token, configure, drop_database, rss_mib, running_stack, running_web
 from throughput import Client, execution_counts, latency_stats, load, wait_completed
@@ -44,10 +44,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def minute_latencies(since: datetime) -> list[tuple[int, int, int, float, float]]:
-    """Per minute since `since`: (minute, jobs, started, p50, p99 submit→RUNNING in ms)."""
+def minute_latencies(
+    since: datetime, only: int | None = None
+) -> list[tuple[int, int, int, float, float]]:
+    """Per minute since `since`: (minute, jobs, started, p50, p99 submit→RUNNING in ms);
+    `only`: that minute alone. The report during the soak reads the minute just ended: over
+    every minute since the start, the query took 115-256 ms by the ninth minute (PostgreSQL's
+    slow-statement log), a core's work landing on the stack at each minute's turn."""
     from django.db import connection
 
+    start = since if only is None else since + timedelta(minutes=only)
+    end = datetime.max.replace(tzinfo=UTC) if only is None else start + timedelta(minutes=1)
     with connection.cursor() as cursor:
         cursor.execute(
             """
@@ -58,10 +65,10 @@ def minute_latencies(since: datetime) -> list[tuple[int, int, int, float, float]
                    percentile_cont(0.99) WITHIN GROUP
                        (ORDER BY extract(epoch FROM e.started_at - j.created_at)) * 1000
             FROM jobs_job j JOIN scheduler_jobexecution e ON e.job_id = j.id
-            WHERE j.created_at >= %s
+            WHERE j.created_at >= %s AND j.created_at < %s
             GROUP BY 1 ORDER BY 1
             """,
-            [since, since],
+            [since, start, end],
         )
         return cursor.fetchall()
 
@@ -165,7 +172,7 @@ def soak(args) -> int:
                 samples.append(rss)
                 counts = execution_counts(baseline)
                 waiting = sum(counts.get(s, 0) for s in ("PENDING", "DISPATCHED", "RUNNING"))
-                rows = {r[0]: r for r in minute_latencies(soak_start)}
+                rows = {r[0]: r for r in minute_latencies(soak_start, only=minute - 1)}
                 row = rows.get(minute - 1)
                 lat = f"{row[3] or 0:6.0f} / {row[4] or 0:6.0f} ({row[2]}/{row[1]})" if row else "-"
                 print(
