@@ -26,16 +26,20 @@ from apps.scheduler.models import ExecutionStatus, JobExecution
 
 logger = logging.getLogger(__name__)
 
+# The database clock as a value (a scalar subquery, read once): compared with the volatile
+# clock_timestamp() itself, `next_run_at` was checked row by row along execution_pending_due,
+# so a scrape with nothing due read every delayed job (apps/scheduler/retention.py's cutoff).
+OLDEST_DUE_SQL = (
+    "SELECT EXTRACT(EPOCH FROM clock_timestamp() - min(next_run_at)) "
+    f"FROM {JobExecution._meta.db_table} "
+    "WHERE status = %s AND next_run_at <= (SELECT clock_timestamp())"
+)
+
 
 def oldest_due_seconds() -> float:
     """Age of the oldest PENDING execution that is due (0 when none waits), database clock."""
-    table = JobExecution._meta.db_table
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT EXTRACT(EPOCH FROM clock_timestamp() - min(next_run_at)) FROM {table} "
-            "WHERE status = %s AND next_run_at <= clock_timestamp()",
-            [ExecutionStatus.PENDING],
-        )
+        cursor.execute(OLDEST_DUE_SQL, [ExecutionStatus.PENDING])
         (age,) = cursor.fetchone()
     return max(float(age or 0), 0.0)
 
