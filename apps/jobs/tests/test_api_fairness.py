@@ -5,6 +5,7 @@ body without details."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 
@@ -280,25 +281,36 @@ def test_a_server_error_outside_the_views_is_the_error_body_too(monkeypatch):
     assert "secret" not in response.content.decode()
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_request_that_times_out_on_a_lock_is_told_to_retry_and_changes_nothing():
-    """Another session holds the user's cap lock (a concurrent submission about to commit, in
-    slow motion): the submit gives up after lock_timeout with a retryable 429, not a 500."""
-    user = make_user("ivan", *SUBMITTER)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token_for(user)}")
-    before = counts()
+@contextlib.contextmanager
+def cap_lock_held_by_another_session(user, *, settings: list[str]):
+    """Another session holds `user`'s cap lock (a concurrent submission about to commit, in
+    slow motion) while the test client's requests run with `settings` (SET …, reset after):
+    they run on this test's connection."""
     with psycopg.connect(**connection.get_connection_params()) as other:
         other.execute(
             "SELECT pg_advisory_lock(%s, %s)", [services.ACTIVE_CAP_LOCK_NAMESPACE, user.pk]
         )
-        with connection.cursor() as cursor:  # the test client's requests use this connection
-            cursor.execute("SET lock_timeout = '200ms'")
+        with connection.cursor() as cursor:
+            for setting in settings:
+                cursor.execute(f"SET {setting}")
         try:
-            response = post(client)
+            yield
         finally:
             with connection.cursor() as cursor:
                 cursor.execute("RESET lock_timeout")
+                cursor.execute("RESET statement_timeout")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_request_that_times_out_on_a_lock_is_told_to_retry_and_changes_nothing():
+    """Another session holds the user's cap lock: the submit gives up after lock_timeout
+    with a retryable 429, not a 500."""
+    user = make_user("ivan", *SUBMITTER)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token_for(user)}")
+    before = counts()
+    with cap_lock_held_by_another_session(user, settings=["lock_timeout = '200ms'"]):
+        response = post(client)
 
     assert_error_body(response, 429, "API.THROTTLED")
     assert response["Retry-After"] == "1"
@@ -315,19 +327,10 @@ def test_a_request_whose_statement_is_cancelled_says_so_and_changes_nothing():
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {token_for(user)}")
     before = counts()
-    with psycopg.connect(**connection.get_connection_params()) as other:
-        other.execute(
-            "SELECT pg_advisory_lock(%s, %s)", [services.ACTIVE_CAP_LOCK_NAMESPACE, user.pk]
-        )
-        with connection.cursor() as cursor:
-            cursor.execute("SET lock_timeout = 0")
-            cursor.execute("SET statement_timeout = '200ms'")
-        try:
-            response = post(client)
-        finally:
-            with connection.cursor() as cursor:
-                cursor.execute("RESET lock_timeout")
-                cursor.execute("RESET statement_timeout")
+    with cap_lock_held_by_another_session(
+        user, settings=["lock_timeout = 0", "statement_timeout = '200ms'"]
+    ):
+        response = post(client)
 
     assert_error_body(response, 500, "API.INTERNAL_ERROR")
     assert "cancelled a statement of this request that ran too long" in response.json()["message"]
