@@ -6,36 +6,18 @@ transaction needs past a lock timeout of 200 ms (or a statement timeout of 200 m
 
 from __future__ import annotations
 
-import contextlib
 from unittest import mock
 
-import psycopg
 import pytest
-from django.db import OperationalError, connection
+from django.db import OperationalError
 from django.urls import reverse
 
 from apps.scheduler.flow import DISPATCH_LOCK_KEY
 from apps.scheduler.models import ConcurrencyLimit, Pause
 from apps.scheduler.services import concurrency_limit_set
+from tests.sessions import held_by_another_session
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@contextlib.contextmanager
-def held_by_another_session(statement: str, params: list, *, timeouts: list[str]):
-    """Another session runs `statement` (a lock it then holds) while this session's settings
-    are `timeouts` (SET …); both are undone at the end."""
-    with psycopg.connect(**connection.get_connection_params()) as other:
-        other.execute(statement, params)
-        with connection.cursor() as cursor:
-            for setting in timeouts:
-                cursor.execute(f"SET {setting}")
-        try:
-            yield
-        finally:
-            with connection.cursor() as cursor:
-                cursor.execute("RESET lock_timeout")
-                cursor.execute("RESET statement_timeout")
 
 
 def test_a_pause_that_waits_out_the_lock_timeout_is_a_busy_page_and_nothing_changes(
@@ -43,7 +25,7 @@ def test_a_pause_that_waits_out_the_lock_timeout_is_a_busy_page_and_nothing_chan
 ):
     # Adding a pause takes the dispatch lock; a dispatch holds it past the lock timeout.
     with held_by_another_session(
-        "SELECT pg_advisory_lock(%s)", [DISPATCH_LOCK_KEY], timeouts=["lock_timeout = '200ms'"]
+        "SELECT pg_advisory_lock(%s)", [DISPATCH_LOCK_KEY], settings=["lock_timeout = '200ms'"]
     ):
         response = admin_client.post(
             reverse("admin:scheduler_pause_add"),
@@ -76,7 +58,7 @@ def test_a_limit_change_cancelled_at_the_statement_timeout_says_so_and_nothing_c
     with held_by_another_session(
         "SELECT 1 FROM scheduler_concurrencylimit WHERE id = %s FOR UPDATE",
         [limit.pk],
-        timeouts=["lock_timeout = 0", "statement_timeout = '200ms'"],
+        settings=["lock_timeout = 0", "statement_timeout = '200ms'"],
     ):
         response = admin_client.post(change, {"max_running": "5", "max_per_second": ""})
 

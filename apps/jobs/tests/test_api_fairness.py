@@ -5,11 +5,9 @@ body without details."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import threading
 
-import psycopg
 import pytest
 from django.contrib.auth.models import User
 from django.db import connection
@@ -22,6 +20,7 @@ from apps.jobs.api import views
 from apps.jobs.models import Job
 from apps.jobs.selectors import active_job_count
 from apps.jobs.tests.api_helpers import assert_error_body, counts
+from tests.sessions import held_by_another_session
 from tests.stack import wait_for
 
 BODY = {"jobType": "SIMULATION", "payload": {"steps": [{"action": "LOG", "message": "x"}]}}
@@ -281,24 +280,14 @@ def test_a_server_error_outside_the_views_is_the_error_body_too(monkeypatch):
     assert "secret" not in response.content.decode()
 
 
-@contextlib.contextmanager
 def cap_lock_held_by_another_session(user, *, settings: list[str]):
     """Another session holds `user`'s cap lock (a concurrent submission about to commit, in
-    slow motion) while the test client's requests run with `settings` (SET …, reset after):
-    they run on this test's connection."""
-    with psycopg.connect(**connection.get_connection_params()) as other:
-        other.execute(
-            "SELECT pg_advisory_lock(%s, %s)", [services.ACTIVE_CAP_LOCK_NAMESPACE, user.pk]
-        )
-        with connection.cursor() as cursor:
-            for setting in settings:
-                cursor.execute(f"SET {setting}")
-        try:
-            yield
-        finally:
-            with connection.cursor() as cursor:
-                cursor.execute("RESET lock_timeout")
-                cursor.execute("RESET statement_timeout")
+    slow motion) while the test client's requests run with `settings`."""
+    return held_by_another_session(
+        "SELECT pg_advisory_lock(%s, %s)",
+        [services.ACTIVE_CAP_LOCK_NAMESPACE, user.pk],
+        settings=settings,
+    )
 
 
 @pytest.mark.django_db(transaction=True)
