@@ -4,10 +4,11 @@
     (or: infra/with-stack.sh .venv/bin/python bench/soak.py --help)
 
 The same stack as `make bench` (bench/throughput.py): scheduler, beat, E executors of T threads
-and a gunicorn web process. First a burst (--peak-jobs one-LOG jobs through the batch API) gives
-the peak jobs/s; unless --rate is given, the soak then submits half of that, steadily: every
---tick seconds one `POST /api/jobs/batch` with the jobs due by then. Every minute it prints the
-RSS of each executor and of the web process (gunicorn master + workers), what is waiting, and
+and a gunicorn web process. First an untimed burst warms the servers (--warm-up-jobs), then a
+burst of --peak-jobs one-LOG jobs through the batch API gives the peak jobs/s; unless --rate is
+given, the soak then submits half of that, steadily: every --tick seconds one
+`POST /api/jobs/batch` with the jobs due by then. Every minute it prints the RSS of each
+executor and of the web process (gunicorn master + workers), what is waiting, and
 submit→RUNNING p50/p99 of the jobs submitted in that minute (database times). At the end the
 per-minute table again, complete, and the verdict: RSS growth from the first minute to the last
 (< 10%) and each minute's p99 against the first minute's (≤ 2x).
@@ -35,6 +36,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument(
         "--peak-jobs", type=int, default=3000, help="burst that measures the peak (default 3000)"
+    )
+    parser.add_argument(
+        "--warm-up-jobs",
+        type=int,
+        default=25_000,
+        help="an untimed burst before the peak's, to warm the PostgreSQL and Kafka servers "
+        "(bench/throughput.py's warm_up; default 25000, 0: none)",
     )
     parser.add_argument("--tick", type=float, default=0.2, help="seconds between submits (0.2)")
     parser.add_argument("--executors", type=int, default=1)
@@ -114,11 +122,20 @@ def soak(args) -> int:
         # --- peak ---------------------------------------------------------------------------
         rate = args.rate
         if rate is None:
+            # A peak measured on servers just started is the JVM's start (bench/throughput.py's
+            # warm_up): the soak's "half of peak" would be half of that.
+            if args.warm_up_jobs:
+                warm_since = datetime.now(UTC)
+                burst(client, args.warm_up_jobs)
+                warm = latency_stats(warm_since)
+                print(
+                    f"warm-up: {args.warm_up_jobs} jobs at "
+                    f"{warm['completed'] / (warm['last'] - warm_since).total_seconds():.0f} "
+                    "jobs/s (not counted)",
+                    flush=True,
+                )
             since = datetime.now(UTC)
-            chunks = [min(1000, args.peak_jobs - i) for i in range(0, args.peak_jobs, 1000)]
-            with ThreadPoolExecutor(4) as pool:
-                ids = [j for batch in pool.map(client.post, chunks) for j in batch]
-            wait_completed(ids, timeout=600)
+            burst(client, args.peak_jobs)
             peak = latency_stats(since)
             peak_rate = peak["completed"] / (peak["last"] - since).total_seconds()
             rate = peak_rate / 2
@@ -224,6 +241,15 @@ def soak(args) -> int:
         )
     print("targets", "MET" if ok else "NOT MET")
     return 0 if ok else 1
+
+
+def burst(client, jobs: int) -> None:
+    """Submit `jobs` one-LOG jobs at once (four clients, batches of 1,000) and wait until
+    they are all COMPLETED."""
+    chunks = [min(1000, jobs - i) for i in range(0, jobs, 1000)]
+    with ThreadPoolExecutor(4) as pool:
+        ids = [j for batch in pool.map(client.post, chunks) for j in batch]
+    wait_completed(ids, timeout=600)
 
 
 if __name__ == "__main__":
