@@ -9,6 +9,7 @@ relies on the channel for clients (`client_factory`, `common_config`, `tracker`)
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 import uuid
@@ -30,6 +31,9 @@ class ConsumingChannel:
     _consumer_group: str | None = None
     _subscribed: tuple[str, ...] = ()
     _paused = False
+    # Delivery tags: this channel's prefix and a counter (`_accept`), made on first use.
+    _tag_prefix = ""
+    _delivery_tags = None
 
     def _ensure_consumer(self):
         self._check_pid()
@@ -148,6 +152,8 @@ class ConsumingChannel:
     def _accept(self, record) -> dict | None:
         """Track a polled record as in flight and turn it into a kombu payload; a poison record
         is parked and counted done at once (None)."""
+        if self._delivery_tags is None:
+            self._tag_prefix, self._delivery_tags = f"{uuid.uuid4().hex}.", itertools.count(1)
         topic, partition, offset = record.topic(), record.partition(), record.offset()
         # Tracked at poll time, in partition order: the watermark can never pass a record that
         # is still buffered here.
@@ -157,7 +163,9 @@ class ConsumingChannel:
             properties = payload["properties"]
             properties.setdefault("delivery_info", {})
             # A tag per delivery: the same message delivered twice must not share QoS state.
-            properties["delivery_tag"] = uuid.uuid4().hex
+            # Tags need only be unique within this channel's QoS: a counter, not uuid4, whose
+            # os.urandom is a system call that lets go of the interpreter's lock per message.
+            properties["delivery_tag"] = f"{self._tag_prefix}{next(self._delivery_tags)}"
             self.Message(dict(payload), channel=self)  # what kombu will build must build
         except (PoisonRecord, KeyError, TypeError, ValueError) as exc:
             self._park(record, f"{type(exc).__name__}: {exc}")

@@ -8,6 +8,7 @@ transaction in apps/executor/services.py. A duplicate or stale message changes n
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
@@ -46,7 +47,15 @@ DATABASE_RETRY_SECONDS = 20.0
 
 def process_identity() -> str:
     """This executor process, as registered for flow control: "<host>:<pid>"."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+    return _identity_of(os.getpid())
+
+
+@functools.lru_cache(maxsize=1)
+def _identity_of(pid: int) -> str:
+    # Once per process (a fork gets a new pid, so its own): socket.gethostname() is a system
+    # call that lets go of the interpreter's lock, and every job asked for it, on a thread
+    # that then waited to take the lock back from the executor's other threads.
+    return f"{socket.gethostname()}:{pid}"
 
 
 def worker_identity() -> str:

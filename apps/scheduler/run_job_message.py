@@ -16,6 +16,7 @@ itself builds, so an upgrade of Celery that changes the protocol fails a test, n
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -33,7 +34,14 @@ DELIVERY_MODE = 2
 
 
 def _origin() -> str:
-    return f"gen{os.getpid()}@{socket.gethostname()}"  # what Celery's anon_nodename() gives
+    return _origin_of(os.getpid())
+
+
+@functools.lru_cache(maxsize=1)
+def _origin_of(pid: int) -> str:
+    # What Celery's anon_nodename() gives, built once per process rather than per message:
+    # socket.gethostname() is a system call.
+    return f"gen{pid}@{socket.gethostname()}"
 
 
 def build(channel, job_id: str, event_id: str, headers: dict) -> dict:
