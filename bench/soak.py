@@ -122,8 +122,8 @@ def soak(args) -> int:
         # --- peak ---------------------------------------------------------------------------
         rate = args.rate
         if rate is None:
-            # A peak measured on servers just started is the JVM's start (bench/throughput.py's
-            # warm_up): the soak's "half of peak" would be half of that.
+            # A peak measured on a broker just started measures its start (bench/throughput.py's
+            # warm_up), and the soak's "half of peak" would be half of that.
             if args.warm_up_jobs:
                 warm_since = datetime.now(UTC)
                 burst(client, args.warm_up_jobs)
