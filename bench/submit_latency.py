@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+import uuid
 from datetime import UTC, datetime
 
 from common import api_token, configure, running_stack, running_web, submit_steps, wait_for_job
@@ -31,7 +32,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=20)
     parser.add_argument("--in-process", action="store_true")
     args = parser.parse_args()
-    configure()
+    # As deployed, like bench/throughput.py and bench/soak.py: DEBUG off (with it on, Django
+    # records every statement of every process, and renders each one's parameters into text).
+    configure(DJANGO_DEBUG="0", DJANGO_SECRET_KEY="bench-only-" + uuid.uuid4().hex)
     import requests
 
     from apps.scheduler.models import JobExecution
@@ -39,7 +42,8 @@ def main() -> None:
     body = {"jobType": "SIMULATION", "payload": {"steps": [{"action": "LOG", "message": "x"}]}}
     token = api_token()
     to_running, to_completed, split = [], [], []
-    with running_web(workers=1, threads=4) as (base, _), running_stack(executors=1, probe=False):
+    web = running_web(workers=1, threads=4, JOBWEAVER_SECURE_SSL_REDIRECT="0")
+    with web as (base, _), running_stack(executors=1, probe=False):
         started = time.monotonic()
         wait_for_registered_executor()
         registration = time.monotonic() - started
