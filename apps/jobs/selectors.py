@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from django.db import connection
 from django.db.models import Count, Min, Q, QuerySet
 
+from apps.accounts.selectors import holds
 from apps.core.errors import InvalidRequest, JobNotFound
 from apps.executor.selectors import attempts_finished_since, attempts_for_jobs
 from apps.jobs.models import Job
@@ -34,7 +35,7 @@ def _visible_jobs(user) -> QuerySet[Job]:
     """Jobs `user` may see: their own, or all with `jobs.view_all_jobs` (staff status alone
     grants nothing). `user=None` is a trusted caller (the CLI, the admin's actions): all."""
     jobs = Job.objects.select_related("execution")
-    if user is not None and not user.has_perm(VIEW_ALL_JOBS):
+    if user is not None and not holds(user, VIEW_ALL_JOBS):
         jobs = jobs.filter(submitted_by=user)
     return jobs
 

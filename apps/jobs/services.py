@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
+from apps.accounts.selectors import holds
 from apps.core import metrics
 from apps.core.db import DatabaseNow, assert_in_transaction, insert_rows, seconds
 from apps.core.errors import Forbidden, IdempotencyConflict, InvalidRequest, QuotaExceeded
@@ -110,7 +111,7 @@ def _check_priority_allowed(specs: list[JobSpec], submitted_by) -> None:
         return
     threshold = settings.JOBWEAVER_PRIORITY_PERMISSION_ABOVE
     highest = max(spec.priority for spec in specs)
-    if highest > threshold and not submitted_by.has_perm(HIGH_PRIORITY):
+    if highest > threshold and not holds(submitted_by, HIGH_PRIORITY):
         raise Forbidden(f"priority above {threshold} needs the {HIGH_PRIORITY} permission")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
+from apps.accounts.selectors import holds
 from apps.core.errors import JobNotFound
 from apps.core.timeutil import iso
 from apps.schedules.models import Schedule
@@ -20,7 +21,7 @@ class ScheduleNotFound(JobNotFound):
 
 def _visible(user) -> QuerySet[Schedule]:
     schedules = Schedule.objects.select_related("created_by")
-    if user is None or user.has_perm(VIEW_ALL):
+    if user is None or holds(user, VIEW_ALL):
         return schedules
     return schedules.filter(created_by=user)
 

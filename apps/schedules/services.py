@@ -24,6 +24,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from apps.accounts.selectors import holds
 from apps.core.errors import Forbidden, IdempotencyConflict, InvalidRequest, QuotaExceeded
 from apps.jobs.services import HIGH_PRIORITY, job_submit
 from apps.jobs.validation import JobSpec
@@ -64,7 +65,7 @@ def _first_slot(rule: slots.Rule, now: datetime) -> datetime:
 def _check_template_allowed(spec: JobSpec, owner) -> None:
     """Refuse now what every firing would refuse: a priority the owner may not submit."""
     threshold = settings.JOBWEAVER_PRIORITY_PERMISSION_ABOVE
-    if owner is not None and spec.priority > threshold and not owner.has_perm(HIGH_PRIORITY):
+    if owner is not None and spec.priority > threshold and not holds(owner, HIGH_PRIORITY):
         raise Forbidden(f"template.priority above {threshold} needs the {HIGH_PRIORITY} permission")
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from rest_framework.permissions import BasePermission
 
+from apps.accounts.selectors import missing_permissions
+
 
 class HasOperationPermission(BasePermission):
     """The view's `required_permissions` for the request's method, e.g.
@@ -19,8 +21,8 @@ class HasOperationPermission(BasePermission):
         if user is None or not user.is_authenticated:
             return False
         needed = getattr(view, "required_permissions", {}).get(request.method, ())
-        if needed and not user.has_perms(needed):
-            missing = ", ".join(p for p in needed if not user.has_perm(p))
-            self.message = f"missing permission: {missing}"
+        missing = missing_permissions(user, needed)
+        if missing:
+            self.message = f"missing permission: {', '.join(missing)}"
             return False
         return True

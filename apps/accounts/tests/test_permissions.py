@@ -1,0 +1,107 @@
+"""`missing_permissions` (the API's permission check in one statement) answers as Django's
+`user.has_perm` does, for every way a permission is held or not, and asks Django itself when
+another authentication backend is configured."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from apps.accounts.selectors import missing_permissions
+from apps.accounts.tests.helpers import make_user
+
+pytestmark = pytest.mark.django_db
+
+ASKED = ["jobs.add_job", "jobs.view_all_jobs", "jobs.change_job", "scheduler.change_pause"]
+
+
+def _permission(name: str) -> Permission:
+    app_label, codename = name.split(".")
+    return Permission.objects.get(content_type__app_label=app_label, codename=codename)
+
+
+def _fresh(user):
+    return get_user_model().objects.get(pk=user.pk)  # Django caches permissions per instance
+
+
+def _django_says(user) -> list[str]:
+    user = _fresh(user)
+    return [perm for perm in ASKED if not user.has_perm(perm)]
+
+
+def _users() -> dict[str, object]:
+    operators = Group.objects.create(name="operators")
+    operators.permissions.add(_permission("jobs.view_all_jobs"), _permission("jobs.change_job"))
+    other_group = Group.objects.create(name="auditors")
+    other_group.permissions.add(_permission("scheduler.change_pause"))
+    own_and_group = make_user("own-and-group", "jobs.add_job")
+    own_and_group.groups.add(operators)
+    inactive = make_user("inactive", *ASKED, is_active=False)
+    inactive.groups.add(operators)
+    return {
+        "nothing": make_user("nothing"),
+        "own only": make_user("own", "jobs.add_job", "scheduler.change_pause"),
+        "group only": _with_group(make_user("grouped"), operators),
+        "own and group": own_and_group,
+        "inactive": inactive,
+        "superuser": make_user("root", is_superuser=True),
+        "inactive superuser": make_user("old-root", is_superuser=True, is_active=False),
+        "another's group": _with_group(make_user("bystander", "jobs.add_job"), other_group),
+    }
+
+
+def _with_group(user, group):
+    user.groups.add(group)
+    return user
+
+
+def test_each_user_lacks_what_django_says_it_lacks():
+    users = _users()
+    make_user("someone-else", *ASKED)  # another user's grants are not this user's
+
+    for name, user in users.items():
+        assert missing_permissions(_fresh(user), ASKED) == _django_says(user), name
+    # The cases differ: the comparison is not between two empty lists.
+    assert missing_permissions(_fresh(users["nothing"]), ASKED) == ASKED
+    assert missing_permissions(_fresh(users["own and group"]), ASKED) == ["scheduler.change_pause"]
+    assert missing_permissions(_fresh(users["superuser"]), ASKED) == []
+
+
+def test_one_statement_for_any_number_of_permissions():
+    user = _fresh(make_user("counted", "jobs.add_job"))
+
+    with CaptureQueriesContext(connection) as queries:
+        missing = missing_permissions(user, ASKED)
+
+    assert missing == ASKED[1:]
+    assert len(queries) == 1
+
+
+def test_a_permission_that_does_not_exist_is_missing():
+    user = _fresh(make_user("typo", "jobs.add_job"))
+
+    assert missing_permissions(user, ["jobs.add_jobs", "jobs.add_job"]) == ["jobs.add_jobs"]
+    assert missing_permissions(user, []) == []
+
+
+def test_another_backend_is_asked_through_django(settings):
+    settings.AUTHENTICATION_BACKENDS = [
+        "django.contrib.auth.backends.ModelBackend",
+        "apps.accounts.tests.test_permissions.GrantsViewAll",
+    ]
+    user = _fresh(make_user("elsewhere", "jobs.add_job"))
+
+    assert missing_permissions(user, ASKED) == ["jobs.change_job", "scheduler.change_pause"]
+
+
+class GrantsViewAll:
+    """An authentication backend that grants one permission to everyone."""
+
+    def authenticate(self, request, **credentials):
+        return None
+
+    def has_perm(self, user, perm, obj=None):
+        return perm == "jobs.view_all_jobs"
