@@ -331,6 +331,9 @@ if JOBWEAVER_LOG_FORMAT not in ("plain", "json"):
 JOBWEAVER_METRICS_PORT = env.int("JOBWEAVER_METRICS_PORT", default=0)
 # When set, GET /metrics needs `Authorization: Bearer <token>` (empty: open; keep it internal).
 JOBWEAVER_METRICS_TOKEN = env.str("JOBWEAVER_METRICS_TOKEN", default="")
+# The root log level of every process. The worker entry point hands it to Celery as its
+# --loglevel (jobweaver_site/workers.py), which sets the root logger's level in workers.
+JOBWEAVER_LOG_LEVEL = (env.str("JOBWEAVER_LOG_LEVEL", default="") or "INFO").upper()
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -346,9 +349,12 @@ LOGGING = {
             "filters": ["context"],
         }
     },
-    "root": {"handlers": ["console"], "level": env.str("JOBWEAVER_LOG_LEVEL", default="INFO")},
+    "root": {"handlers": ["console"], "level": JOBWEAVER_LOG_LEVEL},
     "loggers": {
         "kafka": {"level": "WARNING"},
+        # A worker's "<name> ready." line, whatever the root level: one line a start, which
+        # operators and the test harness (tests/stack.py) wait for.
+        "celery.apps.worker": {"level": "INFO"},
         "django.db.backends": {"level": "INFO"},
         # In an executor, Celery's "Task … received" and "… succeeded in …" lines, two per job,
         # say less than the executor's own (job, attempt, outcome, with the trace id) and cost

@@ -19,12 +19,16 @@ import sys
 ROLES = ("executor", "scheduler", "beat")
 
 
-def celery_argv(role: str, *, name: str | None = None, loglevel: str = "INFO") -> list[str]:
+def celery_argv(role: str, *, name: str | None = None) -> list[str]:
+    from django.conf import settings
+
     from jobweaver_site.celeryconfig import RUN_JOB_QUEUE, SCHEDULER_QUEUE
 
+    # Celery sets the root logger's level from --loglevel once Django's LOGGING is in place:
+    # a fixed INFO here made JOBWEAVER_LOG_LEVEL apply to the web process only.
+    loglevel = settings.JOBWEAVER_LOG_LEVEL
     if role == "beat":
         return ["beat", "--loglevel", loglevel, "--max-interval", "1"]
-    from django.conf import settings
 
     queue = {"executor": RUN_JOB_QUEUE, "scheduler": SCHEDULER_QUEUE}[role]
     if role == "executor":

@@ -93,6 +93,7 @@ class WorkerProcess:
         # And touches a liveness file of its own (many workers share this machine).
         env.setdefault("JOBWEAVER_LIVENESS_FILE", str(self.log_path.with_suffix(".alive")))
         self.liveness_file = Path(env["JOBWEAVER_LIVENESS_FILE"])
+        self.started_at = time.time()
         self.process = subprocess.Popen(
             argv,
             cwd=ROOT,
@@ -130,10 +131,19 @@ class WorkerProcess:
         def ready():
             if not self.alive():
                 raise AssertionError(f"{self.name} exited:\n{self.log_text()[-3000:]}")
-            text = self.log_text()
-            return "beat: Starting" in text if self.role == "beat" else " ready." in text
+            if self.role == "beat":
+                # Beat touches its liveness file when it starts (beat_init); its own "beat:
+                # Starting" line is an INFO line, gone under JOBWEAVER_LOG_LEVEL=WARNING.
+                return self._touched_since_start() or "beat: Starting" in self.log_text()
+            return " ready." in self.log_text()
 
         wait_for(ready, timeout=timeout, message=f"{self.name} to start")
+
+    def _touched_since_start(self) -> bool:
+        try:
+            return self.liveness_file.stat().st_mtime >= self.started_at
+        except FileNotFoundError:
+            return False
 
     def signal(self, signum: int) -> None:
         if self.alive():

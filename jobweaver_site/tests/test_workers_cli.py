@@ -31,6 +31,17 @@ def test_each_role_loads_and_prints_its_celery_command(role):
     assert done.stdout.startswith("celery beat" if role == "beat" else "celery worker")
 
 
+@pytest.mark.parametrize("role", ["executor", "scheduler", "beat"])
+def test_each_role_logs_at_the_configured_level(role):
+    # Celery sets the root logger's level from --loglevel: a worker at a fixed INFO ignored
+    # JOBWEAVER_LOG_LEVEL and logged every job's dispatch and outcome.
+    quiet = run(role, "--dry-run", env={"JOBWEAVER_LOG_LEVEL": "warning"})
+    default = run(role, "--dry-run", env={"JOBWEAVER_LOG_LEVEL": ""})
+    assert quiet.returncode == 0, quiet.stderr
+    assert "--loglevel WARNING" in quiet.stdout
+    assert "--loglevel INFO" in default.stdout
+
+
 def test_help_and_an_unknown_role():
     assert "probe" in run("--help").stdout
     assert run("executor", "--help").returncode == 0
