@@ -36,7 +36,7 @@ def missing_permissions(user, perms: Iterable[str]) -> list[str]:
     if user.is_superuser:
         return []
     with connection.cursor() as cursor:
-        cursor.execute(_held_statement(), [perms, user.pk, user.pk])
+        cursor.execute(_held_statement(), {"perms": perms, "user": user.pk})
         held = {row[0] for row in cursor.fetchall()}
     return [perm for perm in perms if perm not in held]
 
@@ -48,38 +48,30 @@ def holds(user, perm: str) -> bool:
 
 @functools.cache
 def _held_statement() -> str:
-    """Which of the named permissions (parameter 1, an array of "app_label.codename") the user
-    (parameters 2 and 3) holds itself or through a group. The permission table holds a few
-    hundred rows: reading it whole costs less than planning around it."""
+    """Which of the named permissions (`perms`, an array of "app_label.codename") the user
+    (`user`) holds itself or through a group. The permission table holds a few hundred rows:
+    reading it whole costs less than planning around it."""
     users = get_user_model()
-    own = users._meta.get_field("user_permissions").remote_field.through._meta
-    membership = users._meta.get_field("groups").remote_field.through._meta
-    granted = Group._meta.get_field("permissions").remote_field.through._meta
-    own_user, own_perm = _column(own, users), _column(own, Permission)
-    member_user, member_group = _column(membership, users), _column(membership, Group)
-    granted_group, granted_perm = _column(granted, Group), _column(granted, Permission)
+    own = users._meta.get_field("user_permissions")  # user -> permission
+    membership = users._meta.get_field("groups")  # user -> group
+    granted = Group._meta.get_field("permissions")  # group -> permission
     return f"""
         SELECT ct.app_label || '.' || p.codename
         FROM {Permission._meta.db_table} p
         JOIN {ContentType._meta.db_table} ct ON ct.id = p.content_type_id
-        WHERE ct.app_label || '.' || p.codename = ANY(%s)
+        WHERE ct.app_label || '.' || p.codename = ANY(%(perms)s)
           AND (
             EXISTS (
-              SELECT 1 FROM {own.db_table} up
-              WHERE up.{own_user} = %s AND up.{own_perm} = p.id
+              SELECT 1 FROM {own.m2m_db_table()} up
+              WHERE up.{own.m2m_column_name()} = %(user)s
+                AND up.{own.m2m_reverse_name()} = p.id
             )
             OR EXISTS (
-              SELECT 1 FROM {membership.db_table} ug
-              JOIN {granted.db_table} gp ON gp.{granted_group} = ug.{member_group}
-              WHERE ug.{member_user} = %s AND gp.{granted_perm} = p.id
+              SELECT 1 FROM {membership.m2m_db_table()} ug
+              JOIN {granted.m2m_db_table()} gp
+                ON gp.{granted.m2m_column_name()} = ug.{membership.m2m_reverse_name()}
+              WHERE ug.{membership.m2m_column_name()} = %(user)s
+                AND gp.{granted.m2m_reverse_name()} = p.id
             )
           )
     """
-
-
-def _column(through_meta, model) -> str:
-    """The column of an m2m table that points at `model`."""
-    for field in through_meta.get_fields():
-        if getattr(field, "related_model", None) is model and field.concrete:
-            return field.column
-    raise LookupError(f"{through_meta.db_table} has no column for {model.__name__}")
