@@ -12,7 +12,8 @@ procrastinate, same N, same PostgreSQL, same broker, one run (issue 9).
    created_at, execution started_at / finished_at). Before that, one job through the fresh web
    process: its submit→RUNNING is "the first job after a start".
 2. Stock Celery: the same N no-op tasks (bench/transport_app.py, acks late, threads pool of the
-   same concurrency, one worker process) on kombu's stock `confluentkafka` transport, published
+   same concurrency, one worker process reserving as many messages per thread as our executor
+   holds deliveries, --celery-prefetch) on kombu's stock `confluentkafka` transport, published
    from this process then drained; each task writes a completion row (done_at) in PostgreSQL.
    Timed from publish start to the last done_at.
 3. procrastinate: the same N no-op jobs (bench/procrastinate_app.py) in a database of its own
@@ -100,6 +101,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="threads of a Celery worker / concurrency of a procrastinate worker "
         "(default: --threads, the same as one executor)",
     )
+    parser.add_argument(
+        "--celery-prefetch",
+        type=int,
+        default=None,
+        help="worker_prefetch_multiplier of stock Celery: messages it reserves per thread "
+        "(default: our stack's prefetch, so both hold the same number of deliveries)",
+    )
     parser.add_argument("--clients", type=int, default=4, help="HTTP client threads (default 4)")
     parser.add_argument(
         "--per-request", type=int, default=1000, help="jobs per batch request (default 1000)"
@@ -145,6 +153,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         args.concurrency = args.threads
     if args.prefetch is not None and args.prefetch < 1:
         parser.error("--prefetch must be at least 1")
+    if args.celery_prefetch is not None and args.celery_prefetch < 1:
+        parser.error("--celery-prefetch must be at least 1")
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
     if args.warm_up_jobs < 0:
@@ -491,6 +501,17 @@ def _rss(pid: int, children: bool = False) -> float:
 # --- stock Celery on kombu's confluentkafka transport -------------------------------------------
 
 
+def celery_prefetch(args) -> int:
+    """Messages a stock Celery worker reserves per thread. By default our executor's own window
+    (JOBWEAVER_DISPATCH_PREFETCH deliveries per thread, celeryconfig's multiplier): with
+    bench/transport_app.py's 1 instead, stock Celery held half the deliveries ours did and
+    waited on its transport for lack of them (199 tasks/s against 517 with 2 and 974 with
+    Celery's own default of 4, three rounds each in one run)."""
+    from django.conf import settings
+
+    return args.celery_prefetch or settings.JOBWEAVER_DISPATCH_PREFETCH
+
+
 def run_celery(args, bar: Bar) -> dict:
     import psycopg
     from celery import Celery
@@ -525,6 +546,7 @@ def run_celery(args, bar: Bar) -> dict:
                         sys.executable,
                         *("-m", "celery", "-A", "bench.transport_app", "worker"),
                         *("-Q", queue, "-P", "threads", "-c", str(args.concurrency)),
+                        *("--prefetch-multiplier", str(celery_prefetch(args))),
                         *("-n", f"bench-celery{i}@%h"),
                         *("--without-gossip", "--without-mingle", "--without-heartbeat"),
                         *("-l", "WARNING"),
@@ -768,7 +790,7 @@ def report(args, results: dict) -> None:
         f"web {args.web_workers} gunicorn workers x {args.web_threads} threads, "
         f"{args.clients} HTTP clients x {args.per_request} jobs/request; "
         f"stock Celery and procrastinate: {args.workers} worker(s), concurrency "
-        f"{args.concurrency}"
+        f"{args.concurrency} (stock Celery's prefetch {celery_prefetch(args)})"
     )
     print()
     header = f"| {'system':<52} | {'done':>5} | {'seconds':>7} | {'jobs/s':>7} | load start → end |"
