@@ -33,6 +33,8 @@ app.conf.update(
     task_queues=[Queue(QUEUE, routing_key=QUEUE)],
     task_default_queue=QUEUE,
     task_acks_late=True,
+    # make bench-transport gives both transports this window; bench/throughput.py passes
+    # --prefetch-multiplier to hold as many messages per thread as our executor does.
     worker_prefetch_multiplier=1,
     worker_enable_remote_control=False,
     worker_send_task_events=False,
