@@ -8,10 +8,8 @@ transaction in apps/executor/services.py. A duplicate or stale message changes n
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
-import socket
 import threading
 import time
 import uuid
@@ -21,6 +19,7 @@ from django.db import connection
 
 from apps.core import metrics
 from apps.core.db import DATABASE_UNAVAILABLE, retry_while_database_unavailable
+from apps.core.host import host_name
 from apps.core.logcontext import log_context
 from apps.core.tracing import span_under
 from apps.executor import ledger, shutdown
@@ -47,15 +46,7 @@ DATABASE_RETRY_SECONDS = 20.0
 
 def process_identity() -> str:
     """This executor process, as registered for flow control: "<host>:<pid>"."""
-    return _identity_of(os.getpid())
-
-
-@functools.lru_cache(maxsize=1)
-def _identity_of(pid: int) -> str:
-    # Once per process (a fork gets a new pid, so its own): socket.gethostname() is a system
-    # call that lets go of the interpreter's lock, and every job asked for it, on a thread
-    # that then waited to take the lock back from the executor's other threads.
-    return f"{socket.gethostname()}:{pid}"
+    return f"{host_name()}:{os.getpid()}"
 
 
 def worker_identity() -> str:

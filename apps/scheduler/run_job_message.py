@@ -16,11 +16,11 @@ itself builds, so an upgrade of Celery that changes the protocol fails a test, n
 
 from __future__ import annotations
 
-import functools
 import json
 import os
-import socket
 import uuid
+
+from apps.core.host import host_name
 
 # The executor's task, named rather than imported: the scheduler never imports the executor's
 # runtime (ARCHITECTURE §2).
@@ -34,14 +34,7 @@ DELIVERY_MODE = 2
 
 
 def _origin() -> str:
-    return _origin_of(os.getpid())
-
-
-@functools.lru_cache(maxsize=1)
-def _origin_of(pid: int) -> str:
-    # What Celery's anon_nodename() gives, built once per process rather than per message:
-    # socket.gethostname() is a system call.
-    return f"gen{pid}@{socket.gethostname()}"
+    return f"gen{os.getpid()}@{host_name()}"  # what Celery's anon_nodename() gives
 
 
 def build(channel, job_id: str, event_id: str, headers: dict) -> dict:
