@@ -6,8 +6,9 @@ Every submission of a user with a cap (JOBWEAVER_MAX_ACTIVE_JOBS_PER_USER) count
 waiting and running jobs under the user's advisory lock (apps/jobs/services.py). On a database
 of its own, this gives one user 100 waiting jobs and 1,000, 10,000 and 100,000 finished ones,
 then adds another user's 50,000 waiting jobs, and prints the count's median time at each step.
-The rows are written with SQL (no job runs), as apps/scheduler/rows.executions_insert writes
-them (the submitter copied onto the execution): only the count is measured.
+The rows are written with SQL (no job runs), as the engine's store writes them
+(apps/engine/store/executions.py,
+executions_insert) (the submitter copied onto the execution): only the count is measured.
 """
 
 from __future__ import annotations

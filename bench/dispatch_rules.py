@@ -27,8 +27,8 @@ a rule holds back, one case at a time, and prints the median time of a dispatch 
 Each measured dispatch does what `dispatch._claim` does: take the dispatch lock, read the
 rules, set aside and put back (limits.py), claim.
 
-The rows are written with SQL (no job runs), as apps/scheduler/rows.executions_insert writes
-them.
+The rows are written with SQL (no job runs), as the engine's store writes them
+(apps/engine/store/executions.py, executions_insert).
 """
 
 from __future__ import annotations
@@ -93,15 +93,16 @@ def settle() -> tuple[int, list[float]]:
     the ms each took."""
     from django.db import transaction
 
-    from apps.scheduler import flow, lifecycle, limits
+    from apps.engine import claim
+    from apps.engine.claim import rules as limits
 
     took = []
     while True:
         start = time.perf_counter()
         with transaction.atomic():
-            flow.lock_dispatch(planned=True)
+            claim.lock_dispatch(planned=True)
             rules = limits.dispatch_rules()
-            if not lifecycle.executions_set_aside(rules, batch=limits.SET_ASIDE_BATCH):
+            if not claim.executions_set_aside(rules, batch=limits.SET_ASIDE_BATCH):
                 return len(took), took
         took.append((time.perf_counter() - start) * 1000)
 
@@ -111,20 +112,19 @@ def dispatch_ms() -> tuple[float, float]:
     of the rules alone."""
     from django.db import transaction
 
-    from apps.scheduler import flow, lifecycle, limits
+    from apps.engine import claim
+    from apps.engine.claim import rules as limits
 
     whole, rules_only = [], []
     for _ in range(CALLS):
         start = time.perf_counter()
         with transaction.atomic():
-            flow.lock_dispatch(planned=True)
+            claim.lock_dispatch(planned=True)
             rules = limits.dispatch_rules()
             rules_only.append((time.perf_counter() - start) * 1000)
-            lifecycle.executions_set_aside(rules, batch=limits.SET_ASIDE_BATCH)
-            lifecycle.executions_put_back(rules)
-            claimed = lifecycle.executions_claim(
-                limit=4, rules=rules, workers=["w"] * 4, planned=True
-            )
+            claim.executions_set_aside(rules, batch=limits.SET_ASIDE_BATCH)
+            claim.executions_put_back(rules)
+            claimed = claim.executions_claim(limit=4, rules=rules, workers=["w"] * 4, planned=True)
             assert len(claimed) == 4, "the open work must be claimed"
             transaction.set_rollback(True)
         whole.append((time.perf_counter() - start) * 1000)

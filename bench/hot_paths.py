@@ -93,14 +93,14 @@ def measured(run, n: int, profile: cProfile.Profile | None) -> tuple[float, floa
 def executor_round(n: int, profile) -> tuple[float, float]:
     from django.db import transaction
 
+    from apps.engine.claim import executions_claim
     from apps.executor.runner import attempt_execute
-    from apps.scheduler import lifecycle
 
     submit(n)
     claims = []
     while len(claims) < n:
         with transaction.atomic():
-            batch = lifecycle.executions_claim(limit=50, workers=[WORKER] * 50)
+            batch = executions_claim(limit=50, workers=[WORKER] * 50)
         if not batch:
             raise RuntimeError(f"only {len(claims)} of {n} jobs could be claimed")
         claims.extend(batch)

@@ -94,12 +94,12 @@ def main() -> None:
 def wait_for_registered_executor(timeout: float = 30) -> None:
     from django.db import transaction
 
-    from apps.scheduler import flow
+    from apps.engine.claim import credits as claim_credits
 
     deadline = time.monotonic() + timeout
     while True:
         with transaction.atomic():
-            if any(credit.free > 0 for credit in flow.credits()):
+            if any(credit.free > 0 for credit in claim_credits.credits()):
                 return
         if time.monotonic() > deadline:
             raise TimeoutError(f"no executor registered its partitions in {timeout} s")

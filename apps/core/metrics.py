@@ -57,7 +57,7 @@ LEASES_RESCUED = Counter(
 )
 TRANSITIONS = Counter(
     "jobweaver_transitions",
-    "State-machine transitions made (apps/scheduler/lifecycle.py)",
+    "State-machine transitions made (apps/engine/transitions.py)",
     ["name"],
 )
 DISPATCH_WAIT = Histogram(

@@ -21,8 +21,9 @@ from django.db import connection
 
 from apps.core import liveness
 from apps.core.db import DATABASE_UNAVAILABLE
+from apps.engine import executions
 from apps.executor.runner import process_identity
-from apps.scheduler import flow, lifecycle
+from apps.scheduler import flow
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ class Presence(threading.Thread):
                     joined=partitions != beaten,
                 )
                 beaten = partitions
-                lifecycle.executions_hold(_waiting_event_ids())
+                executions.executions_hold(_waiting_event_ids())
             except DATABASE_UNAVAILABLE as exc:
                 logger.warning("executor heartbeat failed: %s", exc)
                 connection.close()

@@ -22,7 +22,8 @@ from apps.core.db import DATABASE_UNAVAILABLE, retry_while_database_unavailable
 from apps.core.host import host_name
 from apps.core.logcontext import log_context
 from apps.core.tracing import span_under
-from apps.executor import ledger, shutdown
+from apps.engine import executions, ledger
+from apps.executor import shutdown
 from apps.executor.engine import (
     AttemptReleased,
     AttemptStopped,
@@ -33,7 +34,6 @@ from apps.executor.engine import (
 from apps.executor.models import AttemptOutcome
 from apps.executor.services import ClaimedAttempt, Ending, attempt_finish, attempt_start
 from apps.executor.task_runner import announce_finished, recorded_exception, run_task
-from apps.scheduler import lifecycle
 
 logger = logging.getLogger(__name__)
 
@@ -203,11 +203,11 @@ class AttemptRunner:
             if now >= self.next_heartbeat:
                 self.next_heartbeat = now + self.heartbeat_interval
                 self.next_cancel_poll = now + CANCEL_POLL_SECONDS
-                if not lifecycle.execution_heartbeat(**ids):
+                if not executions.execution_heartbeat(**ids):
                     raise AttemptStopped("lease lost or cancellation requested")
             elif now >= self.next_cancel_poll:
                 self.next_cancel_poll = now + CANCEL_POLL_SECONDS
-                if lifecycle.execution_should_stop(**ids):
+                if executions.execution_should_stop(**ids):
                     raise AttemptStopped("lease lost or cancellation requested")
         except DATABASE_UNAVAILABLE as exc:
             # Keep working through a short outage and heartbeat again soon; if the lease runs

@@ -1,8 +1,8 @@
 """The executor's transactions: claim a delivery, and record how its attempt ended.
 
-Each is one transaction that pairs a lifecycle transition (apps/scheduler/lifecycle.py) with the
-attempt ledger (apps/executor/ledger.py), so an attempt's row and its execution's status never
-disagree. A stale or duplicate delivery changes nothing: the fence refuses it.
+Each is one transition of the engine (apps/engine/executions.py), which records the attempt's
+row with it, so an attempt's row and its execution's status never disagree. A stale or
+duplicate delivery changes nothing: the fence refuses it.
 """
 
 from __future__ import annotations
@@ -15,18 +15,14 @@ from typing import Any
 
 from django.db import transaction
 
-from apps.core import metrics
-from apps.executor import ledger
-from apps.executor.models import AttemptOutcome
+from apps.engine import executions
+from apps.engine.ledger import AttemptReport
 from apps.jobs.models import JobType, steps_of
-from apps.scheduler import lifecycle
 from apps.scheduler.dispatch import dispatch_job_now
 
 logger = logging.getLogger(__name__)
 
-RELEASED_MESSAGE = (
-    "released: the worker shut down before the attempt finished (not counted as a retry)"
-)
+RELEASED_MESSAGE = executions.RELEASED_MESSAGE
 
 
 @dataclass(frozen=True)
@@ -57,12 +53,7 @@ def attempt_start(
     one statement; `worker_id` is "<host>:<pid>:<thread>", its executor process the part before
     the last colon. None for a stale or duplicate delivery: the fence alone decides — a delivery
     that already started finds its execution RUNNING or finished, or its token cleared."""
-    started = lifecycle.execution_start(
-        job_id=job_id,
-        event_id=event_id,
-        worker_id=worker_id.rpartition(":")[0],
-        record=ledger.attempt_open_step(event_id=event_id, worker_id=worker_id),
-    )
+    started = executions.execution_start(job_id=job_id, event_id=event_id, worker_id=worker_id)
     if started is None:
         logger.info(
             "delivery %s of job %s is stale or a duplicate (fenced); ignoring it", event_id, job_id
@@ -98,63 +89,44 @@ def attempt_finish(
     a release met a cancel request): nothing changes — a task's late `result` included.
     `result`, `exception_type` and `traceback` are a TASK attempt's return value or exception.
 
-    A success, the ending of nearly every attempt, is one statement (lifecycle
-    .execution_complete); the other endings are a transaction, as their decisions (retry or
-    dead letter, a cancel request, a release) read the locked row first."""
+    A success, the ending of nearly every attempt, is one statement (execution_complete); the
+    other endings are a transaction, as their decisions (retry or dead letter, a cancel
+    request, a release) read the locked row first."""
     ending = Ending(outcome)
-    closing = {
-        "error": error,
-        "steps_completed": steps_completed,
-        "log_lines": log_lines,
-        "total_steps": total_steps,
-        "result": result,
-        "exception_type": exception_type,
-        "traceback": traceback,
-    }
+    report = AttemptReport(
+        steps_completed=steps_completed,
+        log_lines=log_lines,
+        total_steps=total_steps,
+        result=result,
+        exception_type=exception_type,
+        traceback=traceback,
+    )
     if ending is Ending.SUCCESS:
-        record = ledger.attempt_close_step(
-            event_id=claimed.event_id, outcome=AttemptOutcome.SUCCESS, **closing
+        accepted = executions.execution_complete(
+            job_id=claimed.job_id, event_id=claimed.event_id, report=report
         )
-        accepted = lifecycle.execution_complete(
-            job_id=claimed.job_id, event_id=claimed.event_id, record=record
-        )
-        if accepted:
-            metrics.count_on_commit(metrics.ATTEMPTS.labels(AttemptOutcome.SUCCESS).inc)
-        else:
+        if not accepted:
             _log_refused(claimed, ending)
         return accepted
-    return _attempt_end_otherwise(claimed, ending, closing, retryable)
+    return _attempt_end_otherwise(claimed, ending, report, error, retryable)
 
 
 @transaction.atomic
 def _attempt_end_otherwise(
-    claimed: ClaimedAttempt, ending: Ending, closing: dict, retryable: bool
+    claimed: ClaimedAttempt, ending: Ending, report: AttemptReport, error: str, retryable: bool
 ) -> bool:
-    ids = {"job_id": claimed.job_id, "event_id": claimed.event_id}
-    error = closing.pop("error")
+    ids = {"job_id": claimed.job_id, "event_id": claimed.event_id, "report": report}
     if ending is Ending.FAILURE:
-        decision = lifecycle.execution_fail(**ids, error=error, retryable=retryable)
-        accepted, recorded = decision is not None, AttemptOutcome.FAILURE
-    elif ending is Ending.CANCELLED:
-        accepted, recorded, error = (
-            lifecycle.execution_end_cancelled(**ids),
-            AttemptOutcome.CANCELLED,
-            "cancelled",
-        )
-    else:
-        accepted, recorded, error = (
-            lifecycle.execution_release(**ids),
-            AttemptOutcome.LOST,
-            RELEASED_MESSAGE,
-        )
-        if accepted:  # due again at once: send it to another worker right after commit
-            transaction.on_commit(lambda: dispatch_job_now(claimed.job_id))
-    if not accepted:
-        if ending is Ending.FAILURE:
+        accepted = executions.execution_fail(**ids, error=error, retryable=retryable) is not None
+        if not accepted:
             _log_refused(claimed, ending)
-        return False
-    ledger.attempt_close(event_id=claimed.event_id, outcome=recorded, error=error, **closing)
-    return True
+        return accepted
+    if ending is Ending.CANCELLED:
+        return executions.execution_end_cancelled(**ids)
+    accepted = executions.execution_release(**ids)
+    if accepted:  # due again at once: send it to another worker right after commit
+        transaction.on_commit(lambda: dispatch_job_now(claimed.job_id))
+    return accepted
 
 
 def _log_refused(claimed: ClaimedAttempt, ending: Ending) -> None:

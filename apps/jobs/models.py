@@ -44,7 +44,7 @@ class Job(models.Model):
     # Unique jobs (apps/jobs/services.py): a submission with a key that matches one of the
     # submitter's jobs in the requested scope returns that job. NULL: no key.
     unique_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
-    # Concurrency and rate limits (apps/scheduler/limits.py) count running work and starts per
+    # Concurrency and rate limits (apps/engine/claim/rules.py) count running work and starts per
     # key, e.g. a customer id; NULL: no key, no limit. Copied onto the execution.
     concurrency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     submitted_by = models.ForeignKey(

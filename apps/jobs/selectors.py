@@ -14,8 +14,7 @@ from apps.core.errors import InvalidRequest, JobNotFound
 from apps.executor.selectors import attempts_finished_since, attempts_for_jobs
 from apps.jobs.models import Job
 from apps.jobs.representation import attempt_to_dict, job_to_dict
-from apps.scheduler.models import ExecutionStatus, JobExecution
-from apps.scheduler.rows import status_literal
+from apps.scheduler.models import ExecutionStatus, JobExecution, status_literal
 
 
 def parse_job_id(raw: str | uuid.UUID) -> uuid.UUID:

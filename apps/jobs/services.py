@@ -16,16 +16,13 @@ from apps.accounts.selectors import holds
 from apps.core import metrics
 from apps.core.db import DatabaseNow, assert_in_transaction, insert_rows, seconds
 from apps.core.errors import Forbidden, IdempotencyConflict, InvalidRequest, QuotaExceeded
-from apps.core.kafka import JOB_CREATED
 from apps.core.logcontext import log_context
-from apps.core.timeutil import iso
 from apps.core.tracing import current_traceparent
+from apps.engine.executions import execution_create, executions_create
 from apps.jobs.models import Job
 from apps.jobs.selectors import active_job_count, parse_job_id
 from apps.jobs.validation import JobSpec
-from apps.outbox.services import outbox_enqueue, outbox_enqueue_many
 from apps.scheduler.dispatch import dispatch_due_jobs, dispatch_job_now
-from apps.scheduler.lifecycle import execution_create, executions_create
 from apps.scheduler.models import ExecutionStatus
 from apps.scheduler.services import execution_cancel, execution_retry, execution_run_now
 
@@ -207,9 +204,6 @@ def _job_create(
     )
     job.save(force_insert=True)
     job.execution = execution_create(job=job)
-    outbox_enqueue(
-        topic=JOB_CREATED, key=str(job.id), trace_id=trace_id, payload=_job_created_event(job)
-    )
     _check_active_cap(submitted_by, 1)
     metrics.count_on_commit(metrics.JOBS_SUBMITTED.labels(job.job_type).inc)
     transaction.on_commit(lambda: dispatch_job_now(job.id))
@@ -245,18 +239,6 @@ def _job_from_spec(
         concurrency_key=spec.concurrency_key,
         submitted_by=submitted_by,
     )
-
-
-def _job_created_event(job: Job) -> dict:
-    return {
-        "jobId": str(job.id),
-        "traceId": job.trace_id,
-        "jobType": job.job_type,
-        "priority": job.priority,
-        "maxRetryCount": job.max_retries,
-        "runAt": iso(job.run_at),
-        "createdAt": iso(job.created_at),
-    }
 
 
 @transaction.atomic
@@ -328,10 +310,6 @@ def _batch_create(specs: list[JobSpec], submitted_by, shared_trace_id: str | Non
     executions = executions_create(jobs=jobs)
     for job, execution in zip(jobs, executions, strict=True):
         job.execution = execution
-    outbox_enqueue_many(
-        topic=JOB_CREATED,
-        events=[(str(job.id), _job_created_event(job), job.trace_id) for job in jobs],
-    )
     _check_active_cap(submitted_by, len(jobs))
     job_ids = [job.id for job in jobs]
     for job_type, count in Counter(job.job_type for job in jobs).items():

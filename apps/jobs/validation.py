@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from apps.core.errors import InvalidBatch, InvalidRequest
 from apps.core.jsonutil import forbidden_character
-from apps.scheduler.limits import checked_key, checked_queue_name
+from apps.core.names import checked_key, checked_queue_name
 from apps.tasks.payload import validate_task_payload
 
 JOB_TYPES = ("SIMULATION", "TASK")
@@ -49,7 +49,7 @@ class JobSpec:
     unique_key: str | None = None
     unique_scope: str | None = None  # one of UNIQUE_SCOPES when unique_key is set
     unique_for_seconds: int | None = None  # the "period" scope's length
-    # Per-key concurrency and rate limits (apps/scheduler/limits.py); None: no key.
+    # Per-key concurrency and rate limits (apps/engine/claim/rules.py); None: no key.
     concurrency_key: str | None = None
 
     @property

@@ -1,7 +1,8 @@
 """Writing domain events to the outbox and relaying them to Kafka.
 
-`outbox_enqueue` must be called inside the transaction that makes the state change. Once that
-transaction commits, it wakes this process's relay thread, which publishes everything pending
+The engine writes a job's events in the transaction that makes its state change
+(apps/engine/events.py). Once that transaction commits, the engine's `events_committed` signal
+wakes this process's relay thread, which publishes everything pending
 in batches — off the request and task threads, so no request or attempt waits for Kafka — and
 `outbox_relay_pending` on the beat schedule publishes anything left behind (a crash between
 commit and publish, Kafka down). Each row is marked published by its own delivery report.
@@ -10,8 +11,6 @@ Delivery is at-least-once: consumers de-duplicate by the `eventId` header.
 
 from __future__ import annotations
 
-import functools
-import json
 import logging
 import os
 import threading
@@ -19,7 +18,7 @@ import time
 
 from django.db import connection, transaction
 
-from apps.core.db import DATABASE_UNAVAILABLE, default_literal, insert_row
+from apps.core.db import DATABASE_UNAVAILABLE
 from apps.core.kafka import event_producer, topic_name
 from apps.outbox.models import OutboxEvent
 
@@ -29,73 +28,9 @@ RELAY_BATCH_SIZE = 500
 PUBLISH_TIMEOUT_SECONDS = 10.0
 
 
-def outbox_enqueue(*, topic: str, key: str, payload: dict, trace_id: str = "") -> OutboxEvent:
-    """Record an event in the current transaction; it is relayed once the transaction commits."""
-    event = OutboxEvent(topic=topic, key=key, payload=payload, trace_id=trace_id)
-    insert_row(event)  # on every transition's hot path: no SQL compile (apps/core/db.py)
-    relay_after_commit()
-    return event
-
-
-def relay_after_commit() -> None:
-    """Wake the relay once the current transaction commits (at once outside one)."""
-    transaction.on_commit(relay_soon)
-
-
-def outbox_enqueue_step(
-    *, topic: str, key: str, payload: str, trace_id: str, from_sql: str, params: list
-) -> tuple[str, list]:
-    """`outbox_enqueue` as one step of a larger statement (lifecycle.execution_complete): an
-    event whose key, payload (jsonb) and trace id are SQL expressions over `from_sql`, the rows
-    of that statement it follows; `params` fill the payload's placeholders. The caller wakes
-    the relay (`relay_after_commit`) once the statement went through."""
-    return _insert_select(key, payload, trace_id, from_sql), [topic, *params]
-
-
-@functools.lru_cache(maxsize=16)
-def _insert_select(key: str, payload: str, trace_id: str, from_sql: str) -> str:
-    """An INSERT … SELECT of events whose key, payload (jsonb) and trace id are SQL expressions
-    over `from_sql`, built once per shape. Its parameters are the topic, then those of the
-    expressions and `from_sql`, in that order. The event's id comes from the database (a new
-    UUID), its time is the column's default (the database's clock), and the other fields'
-    defaults are literals of the text: building a model instance and adapting its values per
-    call was a tenth of the executor's own CPU, and per event of a batch most of the web's."""
-    expressions = {
-        "id": "gen_random_uuid()",
-        "topic": "%s",
-        "key": key,
-        "payload": payload,
-        "trace_id": trace_id,
-    }
-    qn = connection.ops.quote_name
-    fields = [f for f in OutboxEvent._meta.concrete_fields if f.name != "created_at"]
-    columns = ", ".join(qn(field.column) for field in fields)
-    values = ", ".join(expressions.get(field.name) or default_literal(field) for field in fields)
-    return f"INSERT INTO {qn(OutboxEvent._meta.db_table)} ({columns}) SELECT {values} {from_sql}"
-
-
-def outbox_enqueue_many(*, topic: str, events: list[tuple[str, dict, str]]) -> int:
-    """`outbox_enqueue` for many events of one topic, given as (key, payload, trace id): one
-    INSERT … SELECT over one JSON document of them in the current transaction, one wake of the
-    relay after commit. Returns the count.
-
-    A bulk_create of a batch of a thousand compiled its eight thousand values one by one (54
-    ms of the web process's CPU per batch; 93 ms once the event time became a database
-    default); this statement has two parameters, whatever the batch's size (2.3 ms)."""
-    if not events:
-        return 0
-    # One JSON document for the whole batch: as text arrays, the payloads' quotes were escaped
-    # one by one by psycopg's array dumper (a regular expression per quote), half the cost.
-    rows = [{"k": key, "p": payload, "t": trace_id} for key, payload, trace_id in events]
-    with connection.cursor() as cursor:
-        cursor.execute(_insert_select("e.k", "e.p", "e.t", _BATCH_ROWS), [topic, json.dumps(rows)])
-        count = cursor.rowcount
-    transaction.on_commit(relay_soon)
-    return count
-
-
-# The events of `outbox_enqueue_many`, one JSON document of {"k", "p", "t"} objects.
-_BATCH_ROWS = "FROM jsonb_to_recordset(%s::jsonb) AS e(k text, p jsonb, t text)"
+def relay_on_events_committed(sender=None, **kwargs) -> None:
+    """The engine's `events_committed` receiver (connected in apps.py): wake the relay."""
+    relay_soon()
 
 
 def outbox_relay_pending() -> int:

@@ -36,7 +36,7 @@ class JobExecutionAdmin(ExactSearchMixin, ReadOnlyAdmin):
         "lease_expires_at",
         "updated_at",
     ]
-    # "set aside": waiting while its key is at its limit (apps/scheduler/limits.py).
+    # "set aside": waiting while its key is at its limit (apps/engine/claim/rules.py).
     list_filter = ["status", "cancel_requested", "set_aside"]
     list_select_related = ["job"]
     search_fields = ["job__id", "job__trace_id"]

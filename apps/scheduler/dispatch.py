@@ -1,8 +1,8 @@
 """Dispatch: send due executions to the live executors over Kafka (ARCHITECTURE §4, §4a).
 
-A dispatch claims at most the free credits of the live executors (apps/scheduler/flow.py),
+A dispatch claims at most the free credits of the live executors (apps/engine/claim/),
 highest priority first, in one short transaction under the cluster-wide dispatch lock:
-`lifecycle.executions_dispatch` moves them PENDING → DISPATCHED with fresh fencing tokens and
+the engine's claim moves them PENDING → DISPATCHED with fresh fencing tokens and
 each is assigned to an executor and one of its partitions. The claim commits *before* anything
 waits on Kafka, so a stalled broker never pins rows. Then the publisher sends one run_job
 message per delivery and waits for the broker's confirmation; if that fails, the deliveries go
@@ -25,13 +25,16 @@ from typing import NamedTuple, Protocol
 
 from celery import current_app
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 
 import kombu_kafka
 from apps.core import metrics
 from apps.core.kafka import RUN_JOB, event_producer, topic_name
 from apps.core.logcontext import log_context
-from apps.scheduler import flow, lifecycle, limits, run_job_message
+from apps.engine import claim, executions
+from apps.engine.claim import credits as claim_credits
+from apps.engine.claim import rules as claim_rules
+from apps.scheduler import run_job_message
 
 logger = logging.getLogger(__name__)
 
@@ -155,31 +158,31 @@ def _claim(
 ) -> tuple[list[Delivery], int, int]:
     """One batch: count the credits and spend them under the dispatch lock; returns the
     deliveries, the credits still free after them and the rows the claim left for their key's
-    limit (`lifecycle.Claims.left_for_limits`)."""
-    flow.lock_dispatch(planned=job_ids is None)
-    credits, rule_rows = _credits_and_rules()
+    limit (`claim.Claims.left_for_limits`)."""
+    claim.lock_dispatch(planned=job_ids is None)
+    credits, rule_rows = claim_credits.credits_and_rule_rows()
     free = sum(max(credit.free, 0) for credit in credits)
     if free <= 0:
         if not credits:
             _log_no_executor()
         return [], 0, 0
-    rules = limits.dispatch_rules(rule_rows)
+    rules = claim_rules.dispatch_rules(rule_rows)
     if job_ids is None:
         # Keep the line clear of keys at their limit, and give keys with room their work back
-        # (limits.py).
-        lifecycle.executions_set_aside(rules, batch=limits.SET_ASIDE_BATCH)
-        lifecycle.executions_put_back(rules)
+        # (apps/engine/claim/rules.py).
+        claim.executions_set_aside(rules, batch=claim_rules.SET_ASIDE_BATCH)
+        claim.executions_put_back(rules)
     else:
         if rules.put_back:
             # A key with room has work set aside, so this claim leaves that key's new jobs in
             # line; wake the full dispatch to put its work back and send it, rather than
             # leave them to the next wake-up (up to a second with nothing else moving).
-            flow.notify_dispatch()
+            claim.notify_dispatch()
         rules = rules.for_given_jobs()  # the next full dispatch does that
     # Where the n-th claim goes, chosen before the claim so that one statement records it:
     # `assign` is sequential, so its first k choices are the same for any count ≥ k.
-    targets = flow.assign(min(limit, free), credits)
-    claimed = lifecycle.executions_claim(
+    targets = claim_credits.assign(min(limit, free), credits)
+    claimed = claim.executions_claim(
         limit=len(targets),
         job_ids=job_ids,
         due_by=due_by,
@@ -197,28 +200,6 @@ def _claim(
     return deliveries, free - len(deliveries), claimed.left_for_limits
 
 
-def _credits_and_rules() -> tuple[list[flow.Credit], list]:
-    """The executors' credits and the rules' first rows (limits.rules_sql), in one statement:
-    each is a few rows, and a statement is a round trip on every dispatch. Read after the
-    dispatch lock, in a statement of their own: a statement's snapshot is taken when it
-    starts, and one that waited for the lock inside it would not see the claims of the
-    dispatch it waited for."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            SELECT
-                (SELECT json_agg(json_build_array(c.worker_id, c.free, c.partitions)
-                                 ORDER BY c.worker_id)
-                 FROM ({flow.credits_sql()}) AS c),
-                (SELECT json_agg(json_build_array(r.scope, r.name, r.max_running,
-                                                  r.max_per_second))
-                 FROM ({limits.rules_sql()}) AS r)
-            """
-        )
-        credit_rows, rule_rows = cursor.fetchone()
-    return flow.credits_from(credit_rows or []), rule_rows or []
-
-
 def _publish(deliveries: list[Delivery], publish: Publisher) -> None:
     try:
         publish(deliveries)
@@ -226,7 +207,7 @@ def _publish(deliveries: list[Delivery], publish: Publisher) -> None:
         # Whatever the error, these deliveries are not known to be on Kafka: hand them back
         # at once rather than wait for their dispatch lease. Then let the caller see it.
         with transaction.atomic():
-            lifecycle.executions_unsend([uuid.UUID(d.event_id) for d in deliveries])
+            executions.executions_unsend([uuid.UUID(d.event_id) for d in deliveries])
         raise
     metrics.JOBS_DISPATCHED.inc(len(deliveries))
     for delivery in deliveries:

@@ -21,6 +21,7 @@ from prometheus_client.registry import Collector
 
 import kombu_kafka
 from apps.core.kafka import RUN_JOB, SCHEDULER, common_config, topic_name
+from apps.engine.claim import credits as claim_credits
 from apps.scheduler import flow
 from apps.scheduler.models import ExecutionStatus, JobExecution
 
@@ -74,7 +75,7 @@ class ClusterCollector(Collector):
             jobs.add_metric([status.value], counts.get(status.value, 0))
         live = flow.live_executors()
         with transaction.atomic():  # credits are counted inside a transaction (no lock: a read)
-            free = sum(max(credit.free, 0) for credit in flow.credits())
+            free = sum(max(credit.free, 0) for credit in claim_credits.credits())
         return [
             jobs,
             GaugeMetricFamily(

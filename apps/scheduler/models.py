@@ -18,6 +18,11 @@ class ExecutionStatus(models.TextChoices):
 TERMINAL_STATUSES = (ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.CANCELLED)
 
 
+def status_literal(status: str) -> str:
+    """An execution status as an SQL literal: only the enum's own values, never input."""
+    return f"'{ExecutionStatus(status).value}'"
+
+
 class JobExecution(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     job = models.OneToOneField("jobs.Job", on_delete=models.CASCADE, related_name="execution")
@@ -47,12 +52,12 @@ class JobExecution(models.Model):
     # fresh token, no attempt recorded, no retry used (ARCHITECTURE §4).
     redelivery_count = models.PositiveIntegerField(default=0)
     # Copied from the job, so the dispatch claim applies pauses and per-key limits to the rows
-    # it reads without a join (apps/scheduler/limits.py).
+    # it reads without a join (apps/engine/claim/rules.py).
     queue_name = models.CharField(max_length=100, default="default")
     job_type = models.CharField(max_length=32, default="SIMULATION")
     concurrency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     # A waiting execution whose key is at its limit, taken out of the dispatch claim's line
-    # until the key has room again (apps/scheduler/limits.py): its status stays PENDING, its
+    # until the key has room again (apps/engine/claim/rules.py): its status stays PENDING, its
     # place in line is kept. Meaningful only while PENDING.
     set_aside = models.BooleanField(default=False, db_default=False)
     # Copied from the job, so the per-user cap on waiting and running jobs counts the user's own
@@ -77,8 +82,8 @@ class JobExecution(models.Model):
                 condition=models.Q(status="PENDING", set_aside=False),
             ),
             # The same line per queue and job type: the claim reads it so while a queue or a
-            # job type is paused (lifecycle._due_per_open_line), and skips through it for the
-            # (queue, job type) pairs that have work waiting.
+            # job type is paused (_due_per_open_line, apps/engine/store/claim.py), and skips
+            # through it for the (queue, job type) pairs that have work waiting.
             models.Index(
                 "queue_name",
                 "job_type",
@@ -89,7 +94,7 @@ class JobExecution(models.Model):
             ),
             # Per-key limits: a blocked key's waiting work in line (to set it aside), and what
             # is set aside, in line order (to put it back); both key by key, per queue and job
-            # type, so that neither reads a paused one (lifecycle.executions_set_aside,
+            # type, so that neither reads a paused one (the claim's executions_set_aside,
             # executions_put_back).
             models.Index(
                 "concurrency_key",

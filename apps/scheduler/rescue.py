@@ -1,5 +1,5 @@
 """Lease rescue (beat, every JOBWEAVER_RESCUE_INTERVAL_SECONDS): executions whose lease expired
-move on through the lifecycle's transitions (ARCHITECTURE §4).
+move on through the engine's transitions (ARCHITECTURE §4).
 
 A RUNNING execution whose lease expired lost its worker: its attempt is recorded LOST and the
 retry policy decides (PENDING with backoff, or FAILED with a dead-letter event); a job whose
@@ -14,7 +14,7 @@ ignored by the executor.
 Rows are claimed with FOR UPDATE SKIP LOCKED in batches, each batch its own transaction: a row
 locked right now (a worker recording its outcome) is skipped until the next tick; a worker that
 locks the row after the rescue sees the cleared token and changes nothing. Like River's job
-rescuer, this goes through the lifecycle's transitions, never through the executor's runtime.
+rescuer, this goes through the engine's transitions, never through the executor's runtime.
 """
 
 from __future__ import annotations
@@ -30,9 +30,11 @@ from apps.core import metrics
 from apps.core.db import drain_in_batches
 from apps.core.logcontext import log_context
 from apps.core.timeutil import iso
-from apps.executor import ledger
-from apps.executor.models import AttemptOutcome
-from apps.scheduler import lifecycle
+from apps.engine.executions import (
+    execution_lose,
+    execution_redeliver,
+    executions_lock_expired,
+)
 from apps.scheduler.models import ExecutionStatus, JobExecution
 
 logger = logging.getLogger(__name__)
@@ -59,9 +61,7 @@ def rescue_expired_leases(
 def _rescue_batch(
     *, expired_by: datetime | None, batch_size: int, job_ids: list[uuid.UUID] | None
 ) -> list[uuid.UUID]:
-    executions = lifecycle.executions_lock_expired(
-        limit=batch_size, expired_by=expired_by, job_ids=job_ids
-    )
+    executions = executions_lock_expired(limit=batch_size, expired_by=expired_by, job_ids=job_ids)
     for execution in executions:
         metrics.count_on_commit(metrics.LEASES_RESCUED.labels(execution.status).inc)
         with log_context(trace_id=execution.job.trace_id, job_id=execution.job_id):
@@ -75,7 +75,7 @@ def _rescue_one(execution: JobExecution) -> None:
     lease = iso(execution.lease_expires_at)
     event_id = execution.current_event_id
     if execution.status == ExecutionStatus.DISPATCHED:
-        lifecycle.execution_redeliver(execution)
+        execution_redeliver(execution)
         logger.info(
             "job %s redelivered: no worker started delivery %s before its dispatch lease "
             "expired at %s (no attempt used)",
@@ -85,9 +85,8 @@ def _rescue_one(execution: JobExecution) -> None:
         )
         return
     error = f"worker lost: lease expired at {lease} without a heartbeat"
-    ledger.attempt_close(event_id=event_id, outcome=AttemptOutcome.LOST, error=error)
     attempt, worker_id = execution.attempt_count, execution.worker_id
-    decision = lifecycle.execution_lose(execution, error=error)
+    decision = execution_lose(execution, error=error)
     logger.warning(
         "job %s attempt %d LOST (worker %s, event %s): %s; %s",
         execution.job_id,

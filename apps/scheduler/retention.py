@@ -6,7 +6,7 @@ What goes, by age on the database clock (settings `JOBWEAVER_RETAIN_*`, in days;
   dead-letter discard) and its outbox events;
 - published outbox rows older than the outbox retention (the events already reached Kafka).
 
-Pruning is not a transition of the state machine (apps/scheduler/lifecycle.py): it deletes jobs
+Pruning is not a transition of the state machine (apps/engine/): it deletes jobs
 that reached a terminal state and never changes a status. A job is terminal for good unless an
 operator retries it; the row lock below makes a prune and such a retry exclude each other (the
 loser sees the job gone, or skips it until next time).

@@ -1,9 +1,9 @@
 """The operator's actions (API, admin, CLI): retry, cancel and run now on executions; pause and
 resume a queue or job type; set and remove concurrency limits.
 
-Each is one transaction around a lifecycle transition (apps/scheduler/lifecycle.py); a retried
-job is dispatched right after commit. Dispatch, rescue and the worker-driven transitions live in
-dispatch.py, rescue.py and lifecycle.py; what pauses and limits mean for dispatch, in limits.py.
+Each is one transaction around a transition of the engine (apps/engine/executions.py); a retried
+job is dispatched right after commit. What pauses and limits mean for dispatch:
+apps/engine/claim/rules.py.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from django.db import transaction
 
 from apps.core.db import DatabaseNow
 from apps.core.errors import InvalidRequest
-from apps.scheduler import flow, lifecycle
+from apps.core.names import checked_key, checked_queue_name
+from apps.engine import claim, executions
 from apps.scheduler.dispatch import dispatch_job_now
-from apps.scheduler.limits import checked_key, checked_queue_name
 from apps.scheduler.models import ConcurrencyLimit, JobExecution, Pause, PauseScope
 
 MAX_LIMIT_VALUE = 1_000_000
@@ -25,7 +25,7 @@ MAX_LIMIT_VALUE = 1_000_000
 @transaction.atomic
 def execution_retry(*, job_id: uuid.UUID) -> JobExecution:
     """FAILED | CANCELLED → PENDING with a fresh retry budget; the attempt history stays."""
-    execution = lifecycle.execution_retry(job_id=job_id)
+    execution = executions.execution_retry(job_id=job_id)
     transaction.on_commit(lambda: dispatch_job_now(job_id))
     return execution
 
@@ -34,14 +34,14 @@ def execution_retry(*, job_id: uuid.UUID) -> JobExecution:
 def execution_cancel(*, job_id: uuid.UUID) -> JobExecution:
     """PENDING | DISPATCHED → CANCELLED at once; RUNNING → cancel requested (the worker stops
     at its next checkpoint and records CANCELLED). Never retried automatically."""
-    return lifecycle.execution_cancel(job_id=job_id)
+    return executions.execution_cancel(job_id=job_id)
 
 
 @transaction.atomic
 def execution_run_now(*, job_id: uuid.UUID) -> JobExecution:
     """A delayed PENDING job (runAt or backoff) becomes due at once and is dispatched after
     commit; InvalidStateTransition when it is not PENDING or already due."""
-    execution = lifecycle.execution_run_now(job_id=job_id)
+    execution = executions.execution_run_now(job_id=job_id)
     transaction.on_commit(lambda: dispatch_job_now(job_id))
     return execution
 
@@ -81,7 +81,7 @@ def queue_pause_ensure(
     scope, name = queue_pause_check(scope=scope, name=name, reason=reason)
     # Under the dispatch lock: a claim that read the rules before this pause commits first,
     # and the recall below then sees (and takes back) what it sent; later claims see the pause.
-    flow.lock_dispatch()
+    claim.lock_dispatch()
     pause, created = Pause.objects.get_or_create(
         scope=scope,
         name=name,
@@ -90,7 +90,7 @@ def queue_pause_ensure(
     if created:
         pause.refresh_from_db(fields=["paused_at"])
         queues, job_types = ([name], []) if scope == PauseScope.QUEUE else ([], [name])
-        lifecycle.executions_recall(queue_names=queues, job_types=job_types)
+        executions.executions_recall(queue_names=queues, job_types=job_types)
     return pause, created
 
 
@@ -101,7 +101,7 @@ def queue_resume(*, scope: str, name: str) -> bool:
     scope, name = queue_pause_check(scope=scope, name=name)
     deleted, _ = Pause.objects.filter(scope=scope, name=name).delete()
     if deleted:
-        flow.notify_dispatch()
+        claim.notify_dispatch()
     return bool(deleted)
 
 
@@ -141,7 +141,7 @@ def concurrency_limit_set(
     limit, created = ConcurrencyLimit.objects.update_or_create(
         pattern=pattern, defaults={"max_running": max_running, "max_per_second": max_per_second}
     )
-    flow.notify_dispatch()  # a raised limit lets waiting work go at once
+    claim.notify_dispatch()  # a raised limit lets waiting work go at once
     return limit, created
 
 
@@ -150,5 +150,5 @@ def concurrency_limit_delete(*, pattern: str) -> bool:
     """Remove the limit of `pattern`; False when there was none."""
     deleted, _ = ConcurrencyLimit.objects.filter(pattern=checked_key(pattern, "pattern")).delete()
     if deleted:
-        flow.notify_dispatch()
+        claim.notify_dispatch()
     return bool(deleted)

@@ -22,10 +22,9 @@ import psycopg
 from django.conf import settings
 from django.db import connection
 
+from apps.engine.claim import DISPATCH_CHANNEL
 from apps.scheduler.dispatch import dispatch_due_jobs
-from apps.scheduler.flow import DISPATCH_CHANNEL
-from apps.scheduler.models import ExecutionStatus, JobExecution
-from apps.scheduler.rows import status_literal
+from apps.scheduler.models import ExecutionStatus, JobExecution, status_literal
 
 logger = logging.getLogger(__name__)
 

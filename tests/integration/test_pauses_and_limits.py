@@ -1,4 +1,4 @@
-"""Pauses and per-key limits with real executors (apps/scheduler/limits.py): the dispatcher
+"""Pauses and per-key limits with real executors (apps/engine/claim/rules.py): the dispatcher
 enforces them under its global lock, so they hold across every executor process.
 
 Times come from the database clock (attempts' started_at/finished_at, executions'
@@ -19,12 +19,12 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Max
 
+from apps.engine.claim.rules import RATE_WINDOW_SECONDS
 from apps.executor.models import ExecutionAttempt
 from apps.jobs.services import job_submit_batch
 from apps.jobs.validation import parse_job_request
 from apps.scheduler import flow
 from apps.scheduler.dispatch import dispatch_due_jobs
-from apps.scheduler.limits import RATE_WINDOW_SECONDS
 from apps.scheduler.models import JobExecution, Pause
 from apps.scheduler.services import (
     concurrency_limit_delete,

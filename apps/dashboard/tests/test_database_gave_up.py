@@ -12,7 +12,7 @@ import pytest
 from django.db import OperationalError
 from django.urls import reverse
 
-from apps.scheduler.flow import DISPATCH_LOCK_KEY
+from apps.engine.claim import DISPATCH_LOCK_KEY
 from apps.scheduler.models import ConcurrencyLimit, Pause
 from apps.scheduler.services import concurrency_limit_set
 from tests.sessions import held_by_another_session

@@ -1,4 +1,4 @@
-"""The worker's start and completion, each one statement (lifecycle.execution_start and
+"""The worker's start and completion, each one statement (executions.execution_start and
 execution_complete): they write the rows the rest of the system reads — the execution, its
 attempt, the JobCompleted event — with the values and formats the other transitions use, and a
 stale or duplicate delivery writes nothing at all."""

@@ -1,6 +1,6 @@
 """/api/pauses and /api/limits: the dispatch controls over the API, with the jobs API's
 conventions (error body and codes, token or session authentication, model permissions,
-camelCase, strict JSON). What they mean for dispatch: apps/scheduler/limits.py.
+camelCase, strict JSON). What they mean for dispatch: apps/engine/claim/rules.py.
 
   GET    /api/pauses                    {"pauses": [...]}, by scope and name
   POST   /api/pauses                    {"scope", "name", "reason"?} → 201 new, 200 already paused

@@ -13,8 +13,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, PolymorphicProxySerializer
 from rest_framework import serializers
 
+from apps.core import names
 from apps.jobs import validation
-from apps.scheduler import limits
 from apps.scheduler.models import ExecutionStatus
 from apps.scheduler.services import MAX_LIMIT_VALUE
 
@@ -124,15 +124,15 @@ class JobRequest(serializers.Serializer):
         help_text='required with uniqueScope "period", refused otherwise',
     )
     queueName = serializers.RegexField(
-        limits.QUEUE_NAME_PATTERN.pattern,
-        max_length=limits.MAX_QUEUE_NAME_CHARS,
+        names.QUEUE_NAME_PATTERN.pattern,
+        max_length=names.MAX_QUEUE_NAME_CHARS,
         required=False,
         allow_null=True,
         help_text='the queue (default "default"): a paused queue starts none of its jobs',
     )
     concurrencyKey = serializers.CharField(
         min_length=1,
-        max_length=limits.MAX_CONCURRENCY_KEY_CHARS,
+        max_length=names.MAX_CONCURRENCY_KEY_CHARS,
         required=False,
         allow_null=True,
         help_text="Per-key limits (e.g. a customer id): the concurrency limit whose pattern "
@@ -337,7 +337,7 @@ LIST_PARAMETERS = [
 class PauseRequest(serializers.Serializer):
     scope = serializers.ChoiceField(choices=["QUEUE", "JOB_TYPE"])
     name = serializers.CharField(
-        max_length=limits.MAX_QUEUE_NAME_CHARS,
+        max_length=names.MAX_QUEUE_NAME_CHARS,
         help_text='QUEUE: a queue name (letters, digits, ".", "_", "-"); JOB_TYPE: SIMULATION '
         "or TASK",
     )

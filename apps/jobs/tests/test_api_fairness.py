@@ -164,16 +164,17 @@ def test_a_users_batch_is_not_held_behind_another_batch_still_writing(
     user = make_user("hana", *SUBMITTER)
     key = token_for(user)
     first_writing, let_first_finish = threading.Event(), threading.Event()
-    enqueue = services.outbox_enqueue_many
+    enqueue = services.executions_create
 
     def enqueue_then_stall(**kwargs):
         # The first batch stops after writing its jobs and events, inside its transaction.
-        enqueue(**kwargs)
+        executions = enqueue(**kwargs)
         if threading.current_thread().name == "first":
             first_writing.set()
             let_first_finish.wait(timeout=60)
+        return executions
 
-    monkeypatch.setattr(services, "outbox_enqueue_many", enqueue_then_stall)
+    monkeypatch.setattr(services, "executions_create", enqueue_then_stall)
     responses: dict = {}
 
     def submit(name: str, count: int) -> None:

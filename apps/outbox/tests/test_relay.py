@@ -29,13 +29,22 @@ from apps.core.kafka import (
     ensure_topics,
     topic_name,
 )
+from apps.engine.mover import events_written
+from apps.engine.store.events import event_insert
 from apps.outbox import services
 from apps.outbox.models import OutboxEvent
-from apps.outbox.services import outbox_enqueue, outbox_relay_pending
+from apps.outbox.services import outbox_relay_pending
 
 pytestmark = pytest.mark.django_db(transaction=True)  # commits are what these tests are about
 
 READ_TIMEOUT_SECONDS = 30.0
+
+
+def outbox_enqueue(**event) -> OutboxEvent:
+    """An event written as the engine writes one: its row, and the relay told after commit."""
+    written = event_insert(**event)
+    events_written()
+    return written
 
 
 @pytest.fixture(scope="session")

@@ -14,10 +14,12 @@ import pytest
 from django.db import transaction
 
 from apps.core.errors import InvalidRequest
+from apps.engine import claim
+from apps.engine.claim import rules as limits
+from apps.engine.store import claim as claim_rows
 from apps.executor.services import attempt_finish, attempt_start
 from apps.jobs.services import job_submit
 from apps.jobs.validation import parse_job_request
-from apps.scheduler import lifecycle, limits
 from apps.scheduler.dispatch import dispatch_due_jobs
 from apps.scheduler.invariants import check_invariants
 from apps.scheduler.models import ConcurrencyLimit, ExecutionStatus, JobExecution, Pause
@@ -72,11 +74,11 @@ def test_a_paused_queue_starts_nothing_and_other_queues_flow_until_resume():
 
 
 # How far the claim looks down the one line while something is paused before it reads the line
-# per queue and job type (lifecycle._due_per_open_line): each way must claim the same. With a
+# per queue and job type (the claim's _due_per_open_line): each way must claim the same. With a
 # look of 1 the paused work on top always sends the claim line by line; 32 (the default) sees
 # all of these tests' work at once; in between, the look finds some open work but too little.
 LOOK_AHEADS = pytest.mark.parametrize(
-    "look_ahead", [1, 5, lifecycle.LOOK_AHEAD_ROWS], ids=["by-line", "look-short", "look"]
+    "look_ahead", [1, 5, claim_rows.LOOK_AHEAD_ROWS], ids=["by-line", "look-short", "look"]
 )
 
 
@@ -85,9 +87,9 @@ def test_while_a_queue_is_paused_the_open_queues_share_one_line_by_priority(
     settings, monkeypatch, look_ahead
 ):
     """With a pause the claim looks down the line, or reads it per queue and job type
-    (lifecycle._due_per_open_line); what it takes must still be the best of all open queues,
+    (the claim's _due_per_open_line); what it takes must still be the best of all open queues,
     up to the credits, in priority order."""
-    monkeypatch.setattr(lifecycle, "LOOK_AHEAD_ROWS", look_ahead)
+    monkeypatch.setattr(claim_rows, "LOOK_AHEAD_ROWS", look_ahead)
     settings.JOBWEAVER_DISPATCH_PREFETCH = 1
     paused = [submitted_job(queueName="bulk", priority=9).id for _ in range(5)]
     queue_pause(scope="QUEUE", name="bulk")
@@ -126,7 +128,7 @@ def test_while_a_job_type_is_paused_the_other_work_shares_one_line_by_priority(
     """A paused job type's work ahead of everything else, in the same queues as the open work:
     the claim takes the best open work of every queue, in priority order, up to the credits,
     and none of the paused; a resume lets it go first again."""
-    monkeypatch.setattr(lifecycle, "LOOK_AHEAD_ROWS", look_ahead)
+    monkeypatch.setattr(claim_rows, "LOOK_AHEAD_ROWS", look_ahead)
     settings.JOBWEAVER_DISPATCH_PREFETCH = 1
     tasks = [task_job(queueName=q, priority=9).job.id for q in ("a", "b", "a")]
     queue_pause(scope="JOB_TYPE", name="TASK")
@@ -210,7 +212,7 @@ def test_a_bad_pause_is_refused_and_changes_nothing(scope, name):
 @pytest.mark.parametrize("paused_queue", [False, True], ids=["", "with-a-paused-queue"])
 def test_at_most_n_running_per_key_while_other_keys_and_unkeyed_work_flow(paused_queue):
     # With a queue paused the claim reads per queue and job type
-    # (lifecycle._due_per_open_line): the limits must apply the same.
+    # (the claim's _due_per_open_line): the limits must apply the same.
     held = jobs(3, queueName="bulk", concurrencyKey="customer-1") if paused_queue else set()
     if paused_queue:
         queue_pause(scope="QUEUE", name="bulk")
@@ -252,11 +254,11 @@ def test_tenants_whose_work_came_in_one_after_another_each_get_their_limit_in_on
 
 
 def test_a_blocked_keys_work_atop_the_line_does_not_cut_a_paused_time_claim_short(monkeypatch):
-    """While anything is paused the claim first looks down the line (lifecycle.LOOK_AHEAD_ROWS
+    """While anything is paused the claim first looks down the line (claim_rows.LOOK_AHEAD_ROWS
     rows). Work of a key at its limit, not yet set aside, may fill that look: it must not count
     as open work found, or the claim takes only what else the look saw and leaves the credits
     unspent."""
-    monkeypatch.setattr(lifecycle, "LOOK_AHEAD_ROWS", 4)
+    monkeypatch.setattr(claim_rows, "LOOK_AHEAD_ROWS", 4)
     concurrency_limit_set(pattern="customer-*", max_running=1, max_per_second=None)
     live_executor(slots=10)
     in_flight = jobs(1, concurrencyKey="customer-1", priority=9)
@@ -267,7 +269,7 @@ def test_a_blocked_keys_work_atop_the_line_does_not_cut_a_paused_time_claim_shor
 
     with transaction.atomic():
         # The claim alone: a full dispatch would set the blocked key's work aside first.
-        claimed = lifecycle.executions_claim(
+        claimed = claim.executions_claim(
             limit=3, rules=limits.dispatch_rules(), workers=[WORKER] * 3
         )
     assert {claim.job_id for claim in claimed} == open_work
@@ -382,9 +384,9 @@ def test_a_key_with_room_gets_back_only_what_its_room_lacks_in_line():
     room = limits.DispatchRules(put_back=(("k", 1),))
 
     with transaction.atomic():
-        assert lifecycle.executions_put_back(room) == 1
+        assert claim.executions_put_back(room) == 1
     with transaction.atomic():
-        assert lifecycle.executions_put_back(room) == 0
+        assert claim.executions_put_back(room) == 0
     assert set_aside(older) == set(older[1:])
     assert dispatch() == {older[0]}
 
@@ -429,13 +431,13 @@ def test_a_dispatch_sets_aside_only_for_blocked_keys_with_work_in_line(rate):
     assert rules().set_aside_now == ()
 
 
-@pytest.mark.parametrize("probe", [1, lifecycle.IN_LINE_PROBE_ROWS])
+@pytest.mark.parametrize("probe", [1, claim_rows.IN_LINE_PROBE_ROWS])
 def test_a_keys_work_goes_in_priority_order_however_little_of_its_line_is_probed(
     monkeypatch, probe
 ):
     """A key with more work in line than put_back reads of it (a flood still being set
     aside): whichever rows it read, the key's best job is the one sent."""
-    monkeypatch.setattr(lifecycle, "IN_LINE_PROBE_ROWS", probe)
+    monkeypatch.setattr(claim_rows, "IN_LINE_PROBE_ROWS", probe)
     concurrency_limit_set(pattern="k", max_running=1, max_per_second=None)
     first = submitted_job(concurrencyKey="k").id
     assert dispatch() == {first}

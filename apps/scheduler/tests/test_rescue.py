@@ -14,13 +14,13 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
+from apps.engine.executions import execution_heartbeat, execution_should_stop
 from apps.executor.models import ExecutionAttempt
 from apps.executor.services import attempt_finish, attempt_start
 from apps.outbox.models import OutboxEvent
 from apps.scheduler.beat import beat_schedule_setup
 from apps.scheduler.dispatch import dispatch_due_jobs
 from apps.scheduler.invariants import check_invariants
-from apps.scheduler.lifecycle import execution_heartbeat, execution_should_stop
 from apps.scheduler.models import JobExecution
 from apps.scheduler.rescue import rescue_expired_leases
 from apps.scheduler.services import execution_cancel

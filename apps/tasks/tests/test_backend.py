@@ -15,6 +15,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from apps.core.errors import IdempotencyConflict
+from apps.engine import claim, executions
 from apps.examples.tasks import add, always_fails, flaky, sleep
 from apps.executor.models import ExecutionAttempt
 from apps.executor.runner import attempt_execute
@@ -22,7 +23,6 @@ from apps.executor.services import Ending, attempt_finish, attempt_start
 from apps.jobs.models import Job
 from apps.jobs.services import job_submit
 from apps.jobs.validation import parse_job_request
-from apps.scheduler import lifecycle
 from apps.scheduler.models import JobExecution
 from apps.tasks.backend import JobWeaverBackend, JobWeaverTask
 from apps.tasks.compat import (
@@ -88,7 +88,7 @@ def run_next_attempt(job_id: str) -> str | None:
     would; returns the recorded outcome."""
     far_future = timezone.now() + timedelta(days=1)
     with transaction.atomic():
-        [(dispatched_id, event_id)] = lifecycle.executions_dispatch(
+        [(dispatched_id, event_id, *_)] = claim.executions_claim(
             limit=1, job_ids=[uuid.UUID(job_id)], due_by=far_future
         )
     return attempt_execute(job_id=dispatched_id, event_id=event_id)
@@ -185,7 +185,7 @@ def test_defer_sets_run_at_and_the_job_is_not_due_before_it():
     assert job.run_at == run_after == job.execution.next_run_at
     assert default_task_backend.get_result(result.id).task.run_after == run_after
     with transaction.atomic():
-        assert lifecycle.executions_dispatch(limit=10, job_ids=[job.id]) == []
+        assert claim.executions_claim(limit=10, job_ids=[job.id]) == []
 
 
 @pytest.mark.parametrize(("task_priority", "job_priority"), [(-100, 0), (0, 5), (50, 7), (100, 9)])
@@ -202,7 +202,7 @@ def test_a_higher_priority_task_is_dispatched_first():
     high = add.using(priority=80).enqueue(1, 2)
 
     with transaction.atomic():
-        [(first, _)] = lifecycle.executions_dispatch(
+        [(first, *_)] = claim.executions_claim(
             limit=1, job_ids=[uuid.UUID(low.id), uuid.UUID(high.id)]
         )
     assert str(first) == high.id
@@ -378,15 +378,13 @@ def test_a_task_reports_progress_through_its_context():
 def test_a_result_offered_after_the_lease_was_rescued_is_refused_by_the_fence():
     result = add.enqueue(2, 3)
     with transaction.atomic():
-        [(job_id, event_id)] = lifecycle.executions_dispatch(
-            limit=1, job_ids=[uuid.UUID(result.id)]
-        )
+        [(job_id, event_id, *_)] = claim.executions_claim(limit=1, job_ids=[uuid.UUID(result.id)])
     claimed = attempt_start(job_id=job_id, event_id=event_id, worker_id="host:1:thread")
     with transaction.atomic():  # the worker froze; its lease expired and the rescue ran
-        [execution] = lifecycle.executions_lock_expired(
+        [execution] = executions.executions_lock_expired(
             limit=1, job_ids=[job_id], expired_by=timezone.now() + timedelta(hours=1)
         )
-        lifecycle.execution_lose(execution, error="lease expired")
+        executions.execution_lose(execution, error="lease expired")
 
     accepted = attempt_finish(
         claimed=claimed, outcome=Ending.SUCCESS, steps_completed=0, log_lines=[], result=5
@@ -394,5 +392,5 @@ def test_a_result_offered_after_the_lease_was_rescued_is_refused_by_the_fence():
 
     assert accepted is False
     attempt = ExecutionAttempt.objects.get(event_id=event_id)
-    assert (attempt.outcome, attempt.result) == ("RUNNING", None)
+    assert (attempt.outcome, attempt.result) == ("LOST", None)  # as the rescue left it
     assert default_task_backend.get_result(result.id).status == TaskResultStatus.READY

@@ -1,5 +1,5 @@
 """`manage.py limits list|set|delete`: concurrency and rate limits per concurrency key pattern
-(apps/scheduler/limits.py says how the dispatcher applies them).
+(apps/engine/claim/rules.py says how the dispatcher applies them).
 
   limits list [--json]
   limits set PATTERN [--max-running N] [--max-per-second R]    create or replace

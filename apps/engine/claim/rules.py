@@ -1,4 +1,4 @@
-"""Pauses and per-key limits: the rules the dispatcher's claim obeys (ARCHITECTURE §4a).
+"""Pauses and per-key limits: the rules the claim obeys (ARCHITECTURE §4a).
 
 Flow control decides how much may be sent (the executors' credits); these rules decide what may
 not be sent now, whatever the credits:
@@ -6,9 +6,9 @@ not be sent now, whatever the credits:
 - a concurrency limit (`ConcurrencyLimit`), per key pattern: at most `max_running` of one key's
   jobs DISPATCHED or RUNNING at once, and at most `max_per_second` of them sent in any second.
 
-They are enforced where work leaves PostgreSQL, under the dispatch lock (flow.lock_dispatch), so
-they hold across every executor and every scheduler: a limit is global, not per worker (unlike
-Celery's rate limits). Over-limit work simply stays PENDING, in its place in line.
+They are enforced where work leaves PostgreSQL, under the dispatch lock (claim.lock_dispatch),
+so they hold across every executor and every scheduler: a limit is global, not per worker
+(unlike Celery's rate limits). Over-limit work simply stays PENDING, in its place in line.
 
 How a claim applies a limit: keys already at a limit are left out of the claim's scan
 (`blocked_keys`), so they cannot crowd other work out of a batch; for keys with room left, the
@@ -31,20 +31,9 @@ import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from django.db import connection
+from apps.engine.store import claim as claim_rows
+from apps.scheduler.models import PauseScope
 
-from apps.core.errors import InvalidRequest
-from apps.scheduler.models import (
-    ConcurrencyLimit,
-    ExecutionStatus,
-    JobExecution,
-    Pause,
-    PauseScope,
-)
-
-MAX_QUEUE_NAME_CHARS = 100
-MAX_CONCURRENCY_KEY_CHARS = 255
-QUEUE_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # The window of `max_per_second`.
 RATE_WINDOW_SECONDS = 1.0
 # Precedence of an allowance computed for one key from its current use: above any pattern's.
@@ -98,34 +87,6 @@ class DispatchRules:
 
 
 NO_RULES = DispatchRules()
-
-
-# --- names, keys and patterns ------------------------------------------------------------------
-
-
-def checked_queue_name(value, field: str = "queueName") -> str:
-    """A queue's name: 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit."""
-    if (
-        not isinstance(value, str)
-        or not 0 < len(value) <= MAX_QUEUE_NAME_CHARS
-        or not QUEUE_NAME_PATTERN.match(value)
-    ):
-        raise InvalidRequest(
-            f"{field} must be 1-{MAX_QUEUE_NAME_CHARS} letters, digits, '.', '_' or '-', "
-            "starting with a letter or digit"
-        )
-    return value
-
-
-def checked_key(value, field: str = "concurrencyKey") -> str:
-    """A concurrency key, or (field "pattern") a key pattern: 1-255 printable characters."""
-    if not isinstance(value, str) or not 0 < len(value) <= MAX_CONCURRENCY_KEY_CHARS:
-        raise InvalidRequest(
-            f"{field} must be a string of 1-{MAX_CONCURRENCY_KEY_CHARS} characters"
-        )
-    if not value.isprintable():
-        raise InvalidRequest(f"{field} must be printable text")
-    return value
 
 
 @lru_cache(maxsize=1024)
@@ -200,56 +161,7 @@ def put_back_counts(
     return tuple(counts)
 
 
-# --- what the dispatcher reads ------------------------------------------------------------------
-
-
-def _key_usage(*, rates: bool) -> tuple[dict[str, tuple[int, int]], set[str]]:
-    """Per concurrency key: executions in flight, and executions sent in the last window (0
-    without `rates`: no limit has `max_per_second`, and the window's executions are not read);
-    and which of these keys have work in line (a probe of execution_key_line each).
-
-    Each count reads its own index: the executions in flight through execution_key_in_flight,
-    the window through execution_key_dispatched. Written as one scan with an OR, the plan
-    needed a bitmap scan to combine the two, and the dispatch turns bitmap scans off
-    (flow.lock_dispatch): it became a scan of the table (6 ms with 70,000 executions). Without
-    a rate the window is not read at all: at a few hundred jobs a second it held hundreds of
-    executions, read by every dispatch to count what no limit asked for."""
-    table = JobExecution._meta.db_table
-    counts = [
-        f"SELECT concurrency_key, 1 AS running, 0 AS sent FROM {table} "
-        "WHERE concurrency_key IS NOT NULL AND status IN ('DISPATCHED', 'RUNNING')"
-    ]
-    if rates:
-        # The window's start from statement_timestamp(), the database clock when this
-        # statement began (microseconds ago). Compared with the volatile clock_timestamp()
-        # itself, dispatched_at could not bound the scan of execution_key_dispatched, and every
-        # execution that has a key was read (8.4 ms a dispatch with one key's 50,000 waiting).
-        # A subquery bounded it, but its value is unknown to the planner, which then guessed a
-        # third of the table recent and, now and then, read all of it instead (7 ms,
-        # bench/dispatch_rules.py). A stable function is evaluated for the estimate.
-        since = f"statement_timestamp() - make_interval(secs => {RATE_WINDOW_SECONDS})"
-        counts.append(
-            f"SELECT concurrency_key, 0, 1 FROM {table} "
-            f"WHERE concurrency_key IS NOT NULL AND dispatched_at > {since}"
-        )
-    # Whether a key has work in line: a probe in execution_key_line's order, ORDER BY …
-    # LIMIT 1 rather than EXISTS: right after a key's flood was set aside, statistics that
-    # still said its rows were in line made EXISTS a scan of the table (4-7 ms,
-    # bench/dispatch_rules.py).
-    in_line = (
-        f"(SELECT w.queue_name FROM {table} w WHERE w.concurrency_key = used.concurrency_key "
-        f"AND w.status = '{ExecutionStatus.PENDING.value}' AND NOT w.set_aside "
-        "ORDER BY w.queue_name, w.job_type LIMIT 1) IS NOT NULL"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            SELECT used.concurrency_key, sum(used.running), sum(used.sent), {in_line}
-            FROM ({" UNION ALL ".join(counts)}) AS used
-            GROUP BY used.concurrency_key
-            """
-        )
-        return _usage(cursor.fetchall())
+# --- what the claim reads ------------------------------------------------------------------
 
 
 def _usage(rows) -> tuple[dict[str, tuple[int, int]], set[str]]:
@@ -263,73 +175,23 @@ def dispatch_rules(rows: list | None = None) -> DispatchRules:
     `rows` when the caller read them already); then, only when a limit is set or something is
     set aside, the keys' use and the keys with work set aside."""
     if rows is None:
-        with connection.cursor() as cursor:
-            cursor.execute(rules_sql())
-            rows = cursor.fetchall()
+        rows = claim_rows.rules()
     queues = tuple(name for scope, name, _, _ in rows if scope == PauseScope.QUEUE)
     job_types = tuple(name for scope, name, _, _ in rows if scope == PauseScope.JOB_TYPE)
-    anything_aside = any(name for scope, name, _, _ in rows if scope == _SET_ASIDE)
+    anything_aside = any(name for scope, name, _, _ in rows if scope == claim_rows.SET_ASIDE_SCOPE)
     limits = [
         Limit(name, running, per_second)
         for scope, name, running, per_second in rows
         if scope is None
     ]
-    aside = _keys_set_aside() if anything_aside else []
+    aside = claim_rows.keys_set_aside() if anything_aside else []
     rates = any(limit.max_per_second is not None for limit in limits)
-    usage, in_line = _key_usage(rates=rates) if limits or aside else ({}, set())
+    usage, in_line = (
+        _usage(claim_rows.key_usage(rates=rates, rate_window_seconds=RATE_WINDOW_SECONDS))
+        if limits or aside
+        else ({}, set())
+    )
     blocked, allowances = plan(limits, usage) if limits else ((), ())
     put_back = put_back_counts(limits, usage, aside) if aside else ()
     set_aside_now = tuple(key for key in blocked if key in in_line)
     return DispatchRules(queues, job_types, blocked, allowances, put_back, set_aside_now)
-
-
-@lru_cache(maxsize=1)
-def rules_sql() -> str:
-    """`dispatch_rules`' first query: rows of (scope, name, max_running, max_per_second) for
-    the pauses, the limits (scope NULL) and the first key with work set aside (scope
-    SET_ASIDE; name NULL when there is none)."""
-    table = JobExecution._meta.db_table
-    return f"""
-        SELECT scope, name, NULL::int AS max_running, NULL::int AS max_per_second
-        FROM {Pause._meta.db_table}
-        UNION ALL
-        SELECT NULL, pattern, max_running, max_per_second
-        FROM {ConcurrencyLimit._meta.db_table}
-        UNION ALL
-        SELECT '{_SET_ASIDE}', ({_FIRST_KEY_SET_ASIDE.format(table=table, after="")}),
-            NULL, NULL
-        """
-
-
-# The first key (after `after`) with work set aside: one probe of execution_set_aside. ORDER
-# BY … LIMIT 1 rather than min(): right after a flood was set aside, statistics that still said
-# "nothing is set aside" made min() read every entry of the index (5 ms).
-_FIRST_KEY_SET_ASIDE = (
-    f"SELECT concurrency_key FROM {{table}} WHERE status = '{ExecutionStatus.PENDING.value}' "
-    "AND set_aside {after} ORDER BY concurrency_key LIMIT 1"
-)
-
-
-def _keys_set_aside() -> list[str]:
-    """The keys with work set aside, skipping through execution_set_aside one key at a time.
-    A query of its own, run only when something is set aside: planning the recursive query
-    cost every dispatch 0.14 ms where statements are not prepared."""
-    table = JobExecution._meta.db_table
-    first = _FIRST_KEY_SET_ASIDE.format(table=table, after="")
-    following = _FIRST_KEY_SET_ASIDE.format(table=table, after="AND concurrency_key > aside.key")
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            WITH RECURSIVE aside(key) AS (
-                SELECT ({first})
-                UNION ALL
-                SELECT ({following}) FROM aside WHERE aside.key IS NOT NULL
-            )
-            SELECT key FROM aside WHERE key IS NOT NULL
-            """
-        )
-        return [key for (key,) in cursor.fetchall()]
-
-
-# The scope of the rules query's rows that name a key with rows set aside (not a Pause scope).
-_SET_ASIDE = "SET_ASIDE"

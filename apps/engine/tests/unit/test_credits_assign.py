@@ -1,8 +1,8 @@
-"""Flow control's pure assignment of deliveries to executors (apps/scheduler/flow.py)."""
+"""Flow control's pure assignment of deliveries to executors (apps/engine/claim/credits.py)."""
 
 from collections import Counter
 
-from apps.scheduler.flow import Credit, assign
+from apps.engine.claim.credits import Credit, assign
 
 
 def test_deliveries_fill_executors_in_proportion_to_their_free_credits():

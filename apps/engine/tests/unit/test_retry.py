@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from apps.scheduler.retry import RetryPolicy
+from apps.engine.retry import RetryPolicy
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

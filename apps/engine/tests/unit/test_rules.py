@@ -2,7 +2,7 @@
 
 import pytest
 
-from apps.scheduler.limits import (
+from apps.engine.claim.rules import (
     EXACT_KEY_PRECEDENCE,
     PUT_BACK_BATCH,
     Allowance,

@@ -1,6 +1,6 @@
-"""The transition table of apps/scheduler/lifecycle.py, held against ARCHITECTURE §4."""
+"""The transition table of apps/engine/transitions.py, held against ARCHITECTURE §4."""
 
-from apps.scheduler.lifecycle import IN_FLIGHT, TRANSITIONS, Actor
+from apps.engine.transitions import IN_FLIGHT, TRANSITIONS, Actor
 from apps.scheduler.models import TERMINAL_STATUSES, ExecutionStatus
 
 P, D, R = ExecutionStatus.PENDING, ExecutionStatus.DISPATCHED, ExecutionStatus.RUNNING

@@ -1,0 +1,132 @@
+"""The claim and its rules: what the dispatcher may send now, and the claim that sends it.
+
+A part of its own that the engine's core calls (like Oban's Smart engine or River's pilot):
+`credits` (how much the live executors may be sent), `rules` (pauses and per-key limits), and
+here the claim itself — PENDING → DISPATCHED for the best due rows within the credits and the
+rules — with the set-aside and put-back that keep keys at their limit out of the claim's line.
+Every move goes through the engine's mover (transitions "dispatch", "set_aside", "put_back").
+Queues will add their rule here.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import NamedTuple
+
+from django.conf import settings
+
+from apps.core.db import assert_in_transaction
+from apps.engine.claim.rules import NO_RULES, DispatchRules
+from apps.engine.mover import move_set
+from apps.engine.store import claim as claim_rows
+from apps.engine.store import executions as execution_rows
+from apps.engine.transitions import Actor
+
+DISPATCH_CHANNEL = execution_rows.DISPATCH_CHANNEL
+DISPATCH_LOCK_KEY = claim_rows.DISPATCH_LOCK_KEY
+
+
+class Claim(NamedTuple):
+    """One execution claimed for dispatch."""
+
+    job_id: uuid.UUID
+    event_id: uuid.UUID
+    trace_id: str  # the job's, carried by its run_job message and into the executor's logs
+    waited_seconds: float  # from due (next_run_at) to dispatched, on the database clock
+
+
+class Claims(list):
+    """The claims of one `executions_claim`, in dispatch order (a list of `Claim`).
+
+    `left_for_limits`: rows the claim read and left PENDING because their key had used its
+    allowance in this claim. Its window of `limit` rows may be full of one key's work while
+    other keys wait below: the dispatcher claims again once those keys are blocked, and set
+    aside, rather than leave its credits unspent."""
+
+    left_for_limits: int = 0
+
+
+def lock_dispatch(*, planned: bool = False) -> None:
+    """Serialize dispatchers (beat tick, submit fast path, wake-ups) for one transaction, and
+    set its planner settings (`planned`: those of a claim of the line, too)."""
+    assert_in_transaction("lock_dispatch")
+    claim_rows.lock_dispatch(planned=planned)
+
+
+def notify_dispatch() -> None:
+    """Wake the dispatcher when this transaction commits (NOTIFY is transactional)."""
+    execution_rows.notify_dispatch()
+
+
+def executions_claim(
+    *,
+    limit: int,
+    job_ids: list[uuid.UUID] | None = None,
+    due_by: datetime | None = None,
+    rules: DispatchRules = NO_RULES,
+    workers: list[str] | None = None,
+    planned: bool = False,
+) -> Claims:
+    """Transition "dispatch" for up to `limit` due executions, highest priority first: one
+    statement that claims (FOR UPDATE SKIP LOCKED, so concurrent dispatchers never take the same
+    row), gives each a fresh fencing token and starts its dispatch lease. `due_by` replaces the
+    database clock for "due" (tests).
+
+    `workers` (credits.assign's choice for the first, second, … delivery) records in the same
+    statement which executor the n-th claim is sent to; flow control counts its credits by it.
+    `rules` leave paused queues and job types and keys at a limit out, and take at most a key's
+    allowance of the rows found. A claim of the line (no `job_ids`) sets the claim's planner
+    settings first, unless the caller did with its lock (`planned`)."""
+    assert_in_transaction("executions_claim")
+    assert workers is None or len(workers) >= limit, "a worker for every claim"
+    claimed = move_set(
+        "dispatch",
+        actor=Actor.DISPATCHER,
+        statement=lambda transition: claim_rows.executions_claim(
+            transition,
+            limit=limit,
+            job_ids=job_ids,
+            due_by=due_by,
+            rules=rules,
+            workers=workers,
+            planned=planned,
+            dispatch_lease_seconds=settings.JOBWEAVER_DISPATCH_TIMEOUT_SECONDS,
+        ),
+    )
+    claims = Claims(
+        Claim(job_id, event_id, trace_id, float(waited))
+        for _, job_id, event_id, trace_id, waited, _ in claimed
+    )
+    if claimed:
+        claims.left_for_limits = claimed[0][-1] - len(claimed) if rules.allowances else 0
+    return claims
+
+
+def executions_set_aside(rules: DispatchRules, *, batch: int) -> int:
+    """Transition "set_aside" for up to `batch` waiting executions of the keys at their limit
+    that have work in line: out of the claim's line, still PENDING. Work of a paused queue or
+    job type stays in line (the claim does not read a paused line), so what is set aside is
+    what the key's room alone holds back. Returns how many."""
+    assert_in_transaction("executions_set_aside")
+    return move_set(
+        "set_aside",
+        actor=Actor.DISPATCHER,
+        statement=lambda transition: claim_rows.executions_set_aside(
+            transition, rules, batch=batch
+        ),
+    )
+
+
+def executions_put_back(rules: DispatchRules) -> int:
+    """Transition "put_back": for each (key, n) of `rules.put_back`, the key's set-aside
+    executions among its best n due ones outside paused queues and job types (the claim's
+    order), counting those already in line, go back in line. Counting the key's work in line
+    keeps its best n in line and no more, so a key is not put back and set aside again on
+    every dispatch. Returns how many."""
+    assert_in_transaction("executions_put_back")
+    return move_set(
+        "put_back",
+        actor=Actor.DISPATCHER,
+        statement=lambda transition: claim_rows.executions_put_back(transition, rules),
+    )

@@ -1,0 +1,82 @@
+"""Flow control's credits (ARCHITECTURE §4a): how much each live executor may be sent.
+
+An executor's credits are its slots x JOBWEAVER_DISPATCH_PREFETCH minus the executions
+dispatched to it or running on it; the dispatcher claims at most the sum, highest priority
+first, and sends each delivery to a partition of the executor it was counted against, so an
+idle executor takes work while a busy one holds no more than it can start. Whenever a credit
+frees up, the transaction that freed it NOTIFYs the dispatcher (the mover does, from the
+transition table); the beat tick is the safety net.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from apps.core.db import assert_in_transaction
+from apps.core.kafka import RUN_JOB, topic_name
+from apps.engine.store import claim as claim_rows
+
+
+@dataclass
+class Credit:
+    worker_id: str
+    free: int
+    partitions: list[int]
+
+
+def _settings() -> dict:
+    return {
+        "prefetch": settings.JOBWEAVER_DISPATCH_PREFETCH,
+        "ttl_seconds": settings.JOBWEAVER_WORKER_TTL_SECONDS,
+        "queue": topic_name(RUN_JOB),
+    }
+
+
+def credits() -> list[Credit]:
+    """Free credits of every live executor of run-job that owns partitions; inside the
+    dispatch transaction (after `lock_dispatch`) so no other dispatcher spends them, or as a
+    reading for the metrics."""
+    return credits_from(claim_rows.credits(**_settings()))
+
+
+def credits_and_rule_rows() -> tuple[list[Credit], list]:
+    """The credits and the rules' first rows (claim.rules.dispatch_rules takes them), read in
+    one statement after the dispatch lock."""
+    assert_in_transaction("credits_and_rule_rows")
+    credit_rows, rule_rows = claim_rows.credits_and_rules(**_settings())
+    return credits_from(credit_rows), rule_rows
+
+
+def credits_from(rows) -> list[Credit]:
+    return [
+        Credit(worker_id, free, json.loads(parts) if isinstance(parts, str) else parts)
+        for worker_id, free, parts in rows
+    ]
+
+
+def assign(count: int, credits: list[Credit]) -> list[tuple[str, int]]:
+    """Pure: (worker id, partition) for each of `count` deliveries, in order, always taking
+    the executor with the most free credits (ties by worker id), so executors of different
+    sizes fill in proportion.
+
+    One call's deliveries to an executor all go to one of its partitions: the producer sends a
+    request per partition and the consumer fetches per partition (bench/NOTES.md). Which
+    partition rotates from call to call with the executor's free credits, so successive single
+    dispatches (the submit fast path) spread over its partitions."""
+    free = {credit.worker_id: credit.free for credit in credits}
+    partition = {
+        credit.worker_id: credit.partitions[max(credit.free, 0) % len(credit.partitions)]
+        for credit in credits
+        if credit.partitions
+    }
+    chosen: list[tuple[str, int]] = []
+    for _ in range(count if free else 0):
+        worker_id = max(sorted(free), key=free.__getitem__)
+        if free[worker_id] <= 0:
+            break
+        chosen.append((worker_id, partition[worker_id]))
+        free[worker_id] -= 1
+    return chosen

@@ -1,0 +1,512 @@
+"""The named transitions of a job's execution (ARCHITECTURE §4), one function each.
+
+    created                        execution_create, executions_create      (submission)
+    dispatch, set_aside, put_back  apps/engine/claim/                        (the dispatcher)
+    start, heartbeat, complete     execution_start, _heartbeat, _complete   (fenced, one statement)
+    retry | dead_letter            execution_fail                           (worker)
+    end_cancelled, release         execution_end_cancelled, _release        (worker)
+    retry | dead_letter | ...      execution_lose                           (rescuer, lost lease)
+    redeliver                      execution_redeliver, executions_unsend   (rescuer, dispatcher)
+    hold                           executions_hold                          (worker, waiting)
+    recall                         executions_recall                        (operator's pause)
+    operator_retry, cancel,        execution_retry, execution_cancel,       (operator)
+    request_cancel, run_now        execution_run_now
+
+Every write goes through the mover (apps/engine/mover.py), which takes the bookkeeping from the
+transition table. Locking rules: every function runs inside its caller's transaction (it asserts
+so) except the fenced worker transitions, each one atomic statement. Rows are locked by job id
+with SELECT … FOR UPDATE and the fencing token is checked after the lock: a delivery can arrive
+while the dispatcher that sent it still holds the row, and locking by id waits for that commit
+and then reads the committed token. Times that decide something (leases, due times, start and
+finish times) come from the database clock (`db_now`, read with the lock), never from this
+process's.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime
+from typing import NamedTuple
+
+from django.conf import settings
+
+from apps.core import metrics
+from apps.core.db import assert_in_transaction, seconds
+from apps.core.errors import InvalidStateTransition, JobNotFound
+from apps.engine import events, ledger
+from apps.engine.ledger import NOTHING_REPORTED, AttemptReport
+from apps.engine.mover import events_written, move_fenced, move_row, move_set
+from apps.engine.retry import RetryDecision, policy_from_settings
+from apps.engine.store import events as event_rows
+from apps.engine.store import executions as execution_rows
+from apps.engine.transitions import IN_FLIGHT, TRANSITIONS, Actor, allows
+from apps.executor.models import AttemptOutcome
+from apps.scheduler.models import ExecutionStatus, JobExecution
+
+logger = logging.getLogger(__name__)
+
+WORKER, RESCUER, OPERATOR = Actor.WORKER, Actor.RESCUER, Actor.OPERATOR
+
+
+# --- submission ---------------------------------------------------------------------------------
+
+
+def executions_create(*, jobs: list) -> list[JobExecution]:
+    """The PENDING executions of newly inserted jobs, in their order, each due at its `run_at`
+    or at once (database clock), and their JobCreated events: inside the submit transaction."""
+    assert_in_transaction("executions_create")
+    executions = execution_rows.executions_insert(jobs)
+    event_rows.events_insert_many(
+        topic=events.JOB_CREATED.topic,
+        rows=[
+            (
+                str(job.id),
+                events.JOB_CREATED.payload(
+                    job_id=job.id,
+                    trace_id=job.trace_id,
+                    job_type=job.job_type,
+                    priority=job.priority,
+                    max_retries=job.max_retries,
+                    run_at=job.run_at,
+                    created_at=job.created_at,
+                ),
+                job.trace_id,
+            )
+            for job in jobs
+        ],
+    )
+    events_written()
+    return executions
+
+
+def execution_create(*, job) -> JobExecution:
+    (execution,) = executions_create(jobs=[job])
+    return execution
+
+
+# --- the worker that holds the fencing token ------------------------------------------------------
+
+
+class Started(NamedTuple):
+    """What the executor needs of an execution it has just started (`execution_start`)."""
+
+    attempt: int
+    job_type: str
+    instruction: dict
+    trace_id: str
+    traceparent: str
+    timeout_seconds: int
+
+
+def execution_start(*, job_id: uuid.UUID, event_id: uuid.UUID, worker_id: str) -> Started | None:
+    """DISPATCHED → RUNNING for the holder of `event_id`, starting the attempt's lease and
+    opening its attempt row, in one statement; `worker_id` is "<host>:<pid>:<thread>", its
+    executor process the part before the last colon. None when the token is stale."""
+    row = move_fenced(
+        "start",
+        actor=WORKER,
+        statement=lambda transition: execution_rows.execution_start(
+            transition,
+            job_id=job_id,
+            event_id=event_id,
+            executor_id=worker_id.rpartition(":")[0],
+            attempt_worker_id=worker_id,
+            lease=seconds(settings.JOBWEAVER_LEASE_SECONDS),
+        ),
+    )
+    if row is None:
+        return None
+    *fields, waited = row
+    metrics.count_on_commit(lambda: metrics.START_WAIT.observe(float(waited)))
+    return Started(*fields)
+
+
+def execution_heartbeat(*, job_id: uuid.UUID, event_id: uuid.UUID) -> bool:
+    """Extend the lease of a RUNNING attempt; False tells the worker its token is stale or the
+    job was asked to cancel, so it must stop."""
+    return move_fenced(
+        "heartbeat",
+        actor=WORKER,
+        statement=lambda transition: execution_rows.execution_heartbeat(
+            transition,
+            job_id=job_id,
+            event_id=event_id,
+            lease=seconds(settings.JOBWEAVER_LEASE_SECONDS),
+        ),
+    )
+
+
+def execution_should_stop(*, job_id: uuid.UUID, event_id: uuid.UUID) -> bool:
+    """True when the attempt holding `event_id` should stop: cancellation was requested or the
+    token is no longer current (a cheap indexed read, polled by running attempts)."""
+    return not execution_rows.execution_may_go_on(job_id=job_id, event_id=event_id)
+
+
+def execution_complete(
+    *, job_id: uuid.UUID, event_id: uuid.UUID, report: AttemptReport = NOTHING_REPORTED
+) -> bool:
+    """RUNNING → COMPLETED for the holder of `event_id`, its attempt closed SUCCESS with
+    `report`, and its JobCompleted event, in one statement; False when the token is stale."""
+    completed = move_fenced(
+        "complete",
+        actor=WORKER,
+        statement=lambda transition: execution_rows.execution_complete(
+            transition,
+            job_id=job_id,
+            event_id=event_id,
+            attempt_fields=report.fields(outcome=AttemptOutcome.SUCCESS, error=""),
+        ),
+    )
+    if completed:
+        ledger.count_attempt(AttemptOutcome.SUCCESS)
+    return completed
+
+
+def execution_fail(
+    *,
+    job_id: uuid.UUID,
+    event_id: uuid.UUID,
+    error: str,
+    retryable: bool,
+    report: AttemptReport = NOTHING_REPORTED,
+) -> RetryDecision | None:
+    """A failed attempt of the holder of `event_id`, recorded FAILURE: → PENDING with backoff,
+    → FAILED (dead letter), or → CANCELLED when a cancel was requested. None when the token
+    is stale (nothing changes)."""
+    execution = _lock(job_id, event_id=event_id)
+    if execution is None or not allows(execution.status, "retry"):
+        return None
+    ledger.attempt_close(
+        event_id=event_id, outcome=AttemptOutcome.FAILURE, error=error, report=report
+    )
+    return _fail(execution, actor=WORKER, error=error, retryable=retryable)
+
+
+def execution_end_cancelled(
+    *, job_id: uuid.UUID, event_id: uuid.UUID, report: AttemptReport = NOTHING_REPORTED
+) -> bool:
+    """RUNNING (cancel requested) → CANCELLED for the holder of `event_id`, its attempt closed
+    CANCELLED; False when the token is stale or no cancel was requested."""
+    execution = _lock(job_id, event_id=event_id)
+    if execution is None or not allows(execution.status, "end_cancelled"):
+        return False
+    if not execution.cancel_requested:
+        return False
+    ledger.attempt_close(
+        event_id=event_id, outcome=AttemptOutcome.CANCELLED, error="cancelled", report=report
+    )
+    _end_cancelled(execution, actor=WORKER)
+    return True
+
+
+RELEASED_MESSAGE = (
+    "released: the worker shut down before the attempt finished (not counted as a retry)"
+)
+
+
+def execution_release(
+    *, job_id: uuid.UUID, event_id: uuid.UUID, report: AttemptReport = NOTHING_REPORTED
+) -> bool:
+    """RUNNING → PENDING for the holder of `event_id` whose worker is shutting down: due at
+    once, retry count unchanged (the job did not fail), its attempt recorded LOST. False when
+    the token is stale or a cancel was requested (the caller records the cancellation)."""
+    execution = _lock(job_id, event_id=event_id)
+    if execution is None or not allows(execution.status, "release") or execution.cancel_requested:
+        return False
+    ledger.attempt_close(
+        event_id=event_id, outcome=AttemptOutcome.LOST, error=RELEASED_MESSAGE, report=report
+    )
+    move_row(
+        execution,
+        "release",
+        actor=WORKER,
+        changes={
+            "next_run_at": execution.db_now,
+            "current_event_id": None,
+            "lease_expires_at": None,
+        },
+    )
+    return True
+
+
+def executions_hold(event_ids: list[uuid.UUID]) -> int:
+    """Renew the dispatch lease of deliveries an executor has received and will start when a
+    slot frees, so waiting behind long jobs is never taken for a loss."""
+    if not event_ids:
+        return 0
+    return move_set(
+        "hold",
+        actor=WORKER,
+        statement=lambda transition: execution_rows.executions_hold(
+            transition,
+            event_ids=event_ids,
+            lease=seconds(settings.JOBWEAVER_DISPATCH_TIMEOUT_SECONDS),
+        ),
+    )
+
+
+# --- decisions on a locked row ------------------------------------------------------------------
+
+
+def _lock(job_id: uuid.UUID, *, event_id: uuid.UUID | None = None) -> JobExecution | None:
+    """The job's execution under a row lock, annotated with the database's `db_now`; None if
+    there is none or, when `event_id` is given, when that is not the current fencing token."""
+    assert_in_transaction("locking an execution")
+    execution = execution_rows.execution_lock(job_id)
+    if execution is None:
+        return None
+    if event_id is not None and execution.current_event_id != event_id:
+        return None
+    return execution
+
+
+def _fail(execution: JobExecution, *, actor: Actor, error: str, retryable: bool) -> RetryDecision:
+    """The failure decision for a locked, live execution (worker failure or lost lease); its
+    events commit with it. A job whose cancellation was requested ends CANCELLED instead: it
+    is never retried automatically."""
+    now = execution.db_now
+    if execution.cancel_requested:
+        _end_cancelled(execution, actor=actor, reason=f"cancelled ({error})")
+        return RetryDecision(retry=False, retry_count=execution.retry_count, reason="cancelled")
+    decision = policy_from_settings().decide(
+        retry_count=execution.retry_count,
+        max_retries=execution.max_retries,
+        retryable=retryable,
+        now=now,
+    )
+    failed = (
+        events.JOB_FAILED,
+        {
+            "job_id": execution.job_id,
+            "event_id": execution.current_event_id,
+            "trace_id": execution.job.trace_id,
+            "attempt": execution.attempt_count,
+            "error": error,
+            "retryable": retryable,
+            "will_retry": decision.retry,
+            "failed_at": now,
+            "next_run_at": decision.next_run_at if decision.retry else None,
+        },
+    )
+    changes = {
+        "last_error": error,
+        "retry_count": decision.retry_count,
+        "lease_expires_at": None,
+        "current_event_id": None,
+    }
+    if decision.retry:
+        move_row(
+            execution,
+            "retry",
+            actor=actor,
+            changes={**changes, "next_run_at": decision.next_run_at},
+            events=dict([failed]),
+        )
+        return decision
+    dead_letter = (
+        events.JOB_DEAD_LETTER,
+        {
+            "job_id": execution.job_id,
+            "trace_id": execution.job.trace_id,
+            "reason": f"{decision.reason}: {error}",
+            "final_retry_count": decision.retry_count,
+            "attempts": execution.attempt_count,
+            "failed_at": now,
+        },
+    )
+    move_row(
+        execution,
+        "dead_letter",
+        actor=actor,
+        changes={**changes, "finished_at": now},
+        events=dict([failed, dead_letter]),
+    )
+    logger.warning(
+        "job %s dead-lettered after %d attempt(s): %s",
+        execution.job_id,
+        execution.attempt_count,
+        error,
+    )
+    return decision
+
+
+def _end_cancelled(execution: JobExecution, *, actor: Actor, reason: str = "cancelled") -> None:
+    # Clearing the token fences off whoever still holds it.
+    move_row(
+        execution,
+        "end_cancelled",
+        actor=actor,
+        changes={
+            "current_event_id": None,
+            "lease_expires_at": None,
+            "finished_at": execution.db_now,
+            "last_error": reason,
+        },
+    )
+
+
+# --- the rescuer: leases that expired ------------------------------------------------------------
+
+
+def executions_lock_expired(
+    *, limit: int, expired_by: datetime | None = None, job_ids: list[uuid.UUID] | None = None
+) -> list[JobExecution]:
+    """Up to `limit` DISPATCHED or RUNNING executions whose lease expired, locked with FOR
+    UPDATE SKIP LOCKED: a row locked right now (its worker is recording an outcome) is skipped
+    and looked at again next time. `expired_by` replaces the database clock (tests)."""
+    assert_in_transaction("executions_lock_expired")
+    return execution_rows.executions_lock_expired(
+        sources=IN_FLIGHT, limit=limit, expired_by=expired_by, job_ids=job_ids
+    )
+
+
+def execution_lose(execution: JobExecution, *, error: str) -> RetryDecision:
+    """The RUNNING attempt of a locked execution was lost (its lease expired): the attempt is
+    recorded LOST and the failure decision made, as for a failed attempt."""
+    ledger.attempt_close(
+        event_id=execution.current_event_id, outcome=AttemptOutcome.LOST, error=error
+    )
+    return _fail(execution, actor=RESCUER, error=error, retryable=True)
+
+
+def execution_redeliver(execution: JobExecution) -> JobExecution:
+    """DISPATCHED → PENDING for a locked execution whose dispatch lease expired: due at once,
+    token cleared (a late message is fenced off), no attempt, no retry used; counted."""
+    return move_row(
+        execution,
+        "redeliver",
+        actor=RESCUER,
+        changes={
+            "next_run_at": execution.db_now,
+            "current_event_id": None,
+            "lease_expires_at": None,
+            "worker_id": "",
+            "redelivery_count": execution.redelivery_count + 1,
+        },
+    )
+
+
+def executions_unsend(event_ids: list[uuid.UUID]) -> int:
+    """The publish of these deliveries failed after their claim committed: DISPATCHED →
+    PENDING at once (transition "redeliver"), fenced by their tokens, so a message that did
+    reach Kafka after all is ignored. Returns how many moved."""
+    assert_in_transaction("executions_unsend")
+    return move_set(
+        "redeliver",
+        actor=Actor.DISPATCHER,
+        statement=lambda transition: execution_rows.executions_unsend(
+            transition, event_ids=event_ids
+        ),
+    )
+
+
+# --- operator actions -------------------------------------------------------------------------
+
+
+def executions_recall(*, queue_names: list[str] = (), job_types: list[str] = ()) -> int:
+    """Transition "recall" for every DISPATCHED execution of these queues or job types (a
+    pause): back to PENDING before any worker starts it. A worker that already locked one to
+    start it wins (it is RUNNING once this statement gets the row, and is left to finish)."""
+    assert_in_transaction("executions_recall")
+    return move_set(
+        "recall",
+        actor=OPERATOR,
+        statement=lambda transition: execution_rows.executions_recall(
+            transition, queue_names=list(queue_names), job_types=list(job_types)
+        ),
+    )
+
+
+def _lock_or_404(job_id: uuid.UUID) -> JobExecution:
+    execution = _lock(job_id)
+    if execution is None:
+        raise JobNotFound(f"Job {job_id} not found", job_id=job_id)
+    return execution
+
+
+def execution_retry(*, job_id: uuid.UUID) -> JobExecution:
+    """FAILED | CANCELLED → PENDING with a fresh retry budget; the attempt history stays."""
+    execution = _lock_or_404(job_id)
+    if not allows(execution.status, "operator_retry"):
+        raise InvalidStateTransition(
+            f"Job {job_id} is {execution.status}; only FAILED or CANCELLED jobs can be retried",
+            job_id=job_id,
+        )
+    return move_row(
+        execution,
+        "operator_retry",
+        actor=OPERATOR,
+        changes={
+            "retry_count": 0,
+            "next_run_at": execution.db_now,
+            "current_event_id": None,
+            "lease_expires_at": None,
+            "cancel_requested": False,
+            "finished_at": None,
+        },
+    )
+
+
+def execution_cancel(*, job_id: uuid.UUID) -> JobExecution:
+    """PENDING | DISPATCHED → CANCELLED at once (a message still in flight is fenced off);
+    RUNNING → cancel requested (the worker stops at its next checkpoint)."""
+    execution = _lock_or_404(job_id)
+    if allows(execution.status, "cancel"):
+        return move_row(
+            execution,
+            "cancel",
+            actor=OPERATOR,
+            changes={
+                "current_event_id": None,
+                "lease_expires_at": None,
+                "finished_at": execution.db_now,
+                "last_error": "cancelled",
+            },
+        )
+    if allows(execution.status, "request_cancel"):
+        return move_row(
+            execution, "request_cancel", actor=OPERATOR, changes={"cancel_requested": True}
+        )
+    raise InvalidStateTransition(
+        f"Job {job_id} is {execution.status}; it cannot be cancelled", job_id=job_id
+    )
+
+
+def execution_run_now(*, job_id: uuid.UUID) -> JobExecution:
+    """A PENDING job waiting for its runAt or its backoff delay becomes due at once (database
+    clock); a job that is already due, or not PENDING, is left alone."""
+    execution = _lock_or_404(job_id)
+    if not allows(execution.status, "run_now"):
+        raise InvalidStateTransition(
+            f"Job {job_id} is {execution.status}; only PENDING jobs can be run now", job_id=job_id
+        )
+    if execution.next_run_at <= execution.db_now:
+        raise InvalidStateTransition(f"Job {job_id} is already due", job_id=job_id)
+    return move_row(execution, "run_now", actor=OPERATOR, changes={"next_run_at": execution.db_now})
+
+
+__all__ = [
+    "RELEASED_MESSAGE",
+    "TRANSITIONS",
+    "ExecutionStatus",
+    "Started",
+    "execution_cancel",
+    "execution_complete",
+    "execution_create",
+    "execution_end_cancelled",
+    "execution_fail",
+    "execution_heartbeat",
+    "execution_lose",
+    "execution_redeliver",
+    "execution_release",
+    "execution_retry",
+    "execution_run_now",
+    "execution_should_stop",
+    "execution_start",
+    "executions_create",
+    "executions_hold",
+    "executions_lock_expired",
+    "executions_recall",
+    "executions_unsend",
+]

@@ -1,0 +1,448 @@
+"""An execution's row: lock, save, insert, and the statements that move it.
+
+Every statement that writes a status takes the transition it makes (apps/engine/transitions.py)
+and writes what the transition implies through `_moving`: the to-state, `version + 1`,
+`updated_at`, and a NOTIFY of the dispatcher when it frees a credit. The from-states and, for a
+fenced move, the fencing token are the statement's WHERE: a conditional UPDATE waits for a row
+lock and then evaluates its WHERE again on the committed row, so it is as safe as
+lock-then-check.
+
+Rows become model instances through `Model.from_db` with each field's converters, and values
+are prepared by each field's `get_db_prep_save`: the same rows and values as the ORM's, from
+SQL built once per process rather than compiled per call (the hot path repeats it per job).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from datetime import datetime, timedelta
+from functools import cache, lru_cache
+
+from django.db import connection
+from django.utils import timezone
+
+from apps.core.db import DatabaseNow, update_rows
+from apps.engine.events import JOB_COMPLETED
+from apps.engine.store import attempts, named
+from apps.engine.store import events as event_rows
+from apps.engine.transitions import TRANSITIONS, Transition
+from apps.scheduler.models import ExecutionStatus, JobExecution, status_literal
+
+DISPATCH_CHANNEL = "jobweaver_dispatch"
+_CHANNEL = re.compile(r"[a-z_][a-z0-9_]*")
+assert _CHANNEL.fullmatch(DISPATCH_CHANNEL)
+
+
+def _statuses(statuses) -> str:
+    return ", ".join(status_literal(status) for status in sorted(statuses))
+
+
+def _moving(transition: Transition, now: str) -> str:
+    """The assignments every move writes, from its transition: status, version, updated_at."""
+    return (
+        f"status = {status_literal(transition.target)}, version = e.version + 1, updated_at = {now}"
+    )
+
+
+def _notify(transition: Transition) -> str:
+    """The NOTIFY a transition that frees a credit sends with its statement (transactional)."""
+    return f", pg_notify('{DISPATCH_CHANNEL}', '')" if transition.frees_a_credit else ""
+
+
+@named("NOTIFY the dispatcher once the transaction commits (a credit freed, an executor joined)")
+def notify_dispatch() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_notify(%s, '')", [DISPATCH_CHANNEL])
+
+
+# --- rows as model instances ----------------------------------------------------------------
+
+
+def _converters(fields) -> list[tuple]:
+    return [
+        (
+            field,
+            [
+                *connection.ops.get_db_converters(field.get_col(field.model._meta.db_table)),
+                *field.get_db_converters(connection),
+            ],
+        )
+        for field in fields
+    ]
+
+
+def _job_model():
+    return JobExecution._meta.get_field("job").related_model
+
+
+@cache
+def _execution_columns(alias: str) -> str:
+    # Named columns, not e.*: a prepared statement's result must not change shape when a
+    # migration adds a column while this process runs.
+    qn = connection.ops.quote_name
+    return ", ".join(f"{alias}.{qn(f.column)}" for f in JobExecution._meta.concrete_fields)
+
+
+@cache
+def _row_converters() -> tuple[list, list]:
+    return (
+        _converters(JobExecution._meta.concrete_fields),
+        _converters(_job_model()._meta.concrete_fields),
+    )
+
+
+@cache
+def _attnames() -> tuple[list[str], list[str]]:
+    return (
+        [f.attname for f in JobExecution._meta.concrete_fields],
+        [f.attname for f in _job_model()._meta.concrete_fields],
+    )
+
+
+def _values(row, converters) -> list:
+    values = []
+    for value, (field, functions) in zip(row, converters, strict=True):
+        for function in functions:
+            value = function(value, field, connection)
+        values.append(value)
+    return values
+
+
+def _instance(row) -> JobExecution | None:
+    if row is None:
+        return None
+    execution_converters, job_converters = _row_converters()
+    split = len(execution_converters)
+    execution_names, job_names = _attnames()
+    execution = JobExecution.from_db(
+        connection.alias, execution_names, _values(row[:split], execution_converters)
+    )
+    execution.job = _job_model().from_db(
+        connection.alias, job_names, _values(row[split:-1], job_converters)
+    )
+    execution.db_now = row[-1]
+    return execution
+
+
+# --- one locked row ---------------------------------------------------------------------------
+
+
+@cache
+def _lock_sql() -> str:
+    qn = connection.ops.quote_name
+    jobs = _job_model()._meta.concrete_fields
+    columns = ", ".join([_execution_columns("e")] + [f"j.{qn(f.column)}" for f in jobs])
+    return (
+        f"SELECT {columns}, clock_timestamp() "
+        f"FROM {qn(JobExecution._meta.db_table)} e "
+        f"JOIN {qn(_job_model()._meta.db_table)} j ON j.{qn('id')} = e.{qn('job_id')} "
+        f"WHERE e.{qn('job_id')} = %s FOR UPDATE OF e"
+    )
+
+
+@named("SELECT … FOR UPDATE a job's execution with its job and the database clock (db_now)")
+def execution_lock(job_id: uuid.UUID) -> JobExecution | None:
+    with connection.cursor() as cursor:
+        cursor.execute(_lock_sql(), [job_id])
+        return _instance(cursor.fetchone())
+
+
+@named("UPDATE the named fields of a locked execution, and updated_at (like auto_now)")
+def execution_save(execution: JobExecution, field_names: list[str]) -> None:
+    execution.updated_at = timezone.now()
+    names = dict.fromkeys([*field_names, "updated_at"])
+    update_rows(
+        JobExecution,
+        where={"id": execution.pk},
+        values={name: getattr(execution, name) for name in names},
+    )
+
+
+@named("SELECT … FOR UPDATE SKIP LOCKED executions in flight whose lease expired, oldest first")
+def executions_lock_expired(
+    *, sources, limit: int, expired_by: datetime | None, job_ids: list[uuid.UUID] | None
+) -> list[JobExecution]:
+    expired = (
+        JobExecution.objects.select_for_update(skip_locked=True, of=("self",))
+        .select_related("job")
+        .annotate(db_now=DatabaseNow())
+        .filter(
+            status__in=sorted(sources),
+            lease_expires_at__lt=expired_by if expired_by is not None else DatabaseNow(),
+        )
+    )
+    if job_ids is not None:
+        expired = expired.filter(job_id__in=job_ids)
+    return list(expired.order_by("lease_expires_at")[:limit])
+
+
+# --- the executions of submitted jobs ---------------------------------------------------------
+
+# What a new execution copies from its job: (field, the job's attribute, SQL array type).
+_COPIED_FROM_JOB = (
+    ("job", "id", "uuid[]"),
+    ("priority", "priority", "int[]"),
+    ("max_retries", "max_retries", "int[]"),
+    ("queue_name", "queue_name", "text[]"),
+    ("job_type", "job_type", "text[]"),
+    ("concurrency_key", "concurrency_key", "text[]"),
+    ("submitted_by", "submitted_by_id", "bigint[]"),
+)
+
+
+@cache
+def _insert_pending_sql() -> tuple[str, list]:
+    """`executions_insert`'s SQL, and the fields whose model defaults fill its other
+    parameters, in order."""
+    qn = connection.ops.quote_name
+    copied = {name: index for index, (name, _, _) in enumerate(_COPIED_FROM_JOB)}
+    columns, expressions, defaults = [], [], []
+    for field in JobExecution._meta.concrete_fields:
+        columns.append(qn(field.column))
+        if field.name in copied:
+            expressions.append(f"b.c{copied[field.name]}")
+        elif field.name == "id":
+            expressions.append("gen_random_uuid()")
+        elif field.name == "next_run_at":
+            expressions.append("COALESCE(b.run_at, clock_timestamp())")  # due now, or runAt
+        elif field.name == "updated_at":
+            expressions.append("clock_timestamp()")
+        else:
+            expressions.append(f"%s::{field.db_type(connection)}")
+            defaults.append(field)
+    arrays = ", ".join(f"%s::{sql_type}" for _, _, sql_type in _COPIED_FROM_JOB)
+    names = ", ".join(f"c{index}" for index in range(len(_COPIED_FROM_JOB)))
+    sql = (
+        f"INSERT INTO {qn(JobExecution._meta.db_table)} AS e ({', '.join(columns)}) "
+        f"SELECT {', '.join(expressions)} "
+        f"FROM unnest({arrays}, %s::timestamptz[]) AS b({names}, run_at) "
+        f"RETURNING {_execution_columns('e')}"
+    )
+    return sql, defaults
+
+
+@named("INSERT … SELECT the PENDING executions of new jobs from arrays of their values")
+def executions_insert(jobs: list) -> list[JobExecution]:
+    """In the jobs' order, due at each job's `run_at` or now (database clock): a statement of
+    twenty parameters whatever the batch's size."""
+    sql, defaults = _insert_pending_sql()
+    params = [field.get_db_prep_save(field.get_default(), connection) for field in defaults]
+    params += [[getattr(job, attribute) for job in jobs] for _, attribute, _ in _COPIED_FROM_JOB]
+    params.append([job.run_at for job in jobs])
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    converters, _ = _row_converters()
+    names, _ = _attnames()
+    by_job = {}
+    for row in rows:
+        execution = JobExecution.from_db(connection.alias, names, _values(row, converters))
+        by_job[execution.job_id] = execution
+    return [by_job[job.id] for job in jobs]
+
+
+# --- fenced moves: one statement for the holder of the token ----------------------------------
+
+
+def _fenced(
+    transition: Transition,
+    *,
+    job_id: uuid.UUID,
+    event_id: uuid.UUID,
+    assignments: str,
+    params: list,
+    steps: tuple[tuple[str, list], ...] = (),
+    reading: str = "moved.id",
+    also_where: str = "",
+) -> tuple | None:
+    """Move the execution of `job_id` along `transition` if `event_id` is its token and its
+    status a from-state, in one statement: the conditional UPDATE (`assignments` over `e` and
+    `clock.now`, the database clock read once), then `steps`, statements over `moved` (the new
+    row, with that time as `db_now`), then the transition's NOTIFY. Returns `reading` (SQL
+    over `moved` and its job `j`); None, nothing written, when the fence refuses it."""
+    arguments = [*params, job_id, event_id]
+    for _, step_params in steps:
+        arguments.extend(step_params)
+    sql = _fenced_sql(
+        transition.name, assignments, tuple(step for step, _ in steps), reading, also_where
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, arguments)
+        row = cursor.fetchone()
+    if row is not None and transition.frees_a_credit:
+        row = row[:-1]
+    return row
+
+
+@lru_cache(maxsize=64)
+def _fenced_sql(
+    name: str, assignments: str, steps: tuple[str, ...], reading: str, also_where: str
+) -> str:
+    """Built once per shape: the text is the same for every job, only the parameters differ;
+    the statuses and the channel are written in, not passed (the same for every job)."""
+    transition = TRANSITIONS[name]
+    qn = connection.ops.quote_name
+    table, jobs = qn(JobExecution._meta.db_table), qn(_job_model()._meta.db_table)
+    ctes = [
+        "clock AS MATERIALIZED (SELECT clock_timestamp() AS now)",
+        f"moved AS (UPDATE {table} e SET {_moving(transition, 'clock.now')}, {assignments} "
+        f"FROM clock WHERE e.job_id = %s AND e.current_event_id = %s "
+        f"AND e.status IN ({_statuses(transition.sources)}) {also_where} "
+        f"RETURNING {_execution_columns('e')}, clock.now AS db_now)",
+    ]
+    ctes += [f"step{index} AS ({step})" for index, step in enumerate(steps)]
+    return (
+        f"WITH {', '.join(ctes)} SELECT {reading}{_notify(transition)} "
+        f"FROM moved JOIN {jobs} j ON j.id = moved.job_id"
+    )
+
+
+# What a started execution tells its executor (executions.Started's fields), then the
+# start's wait for the metric.
+_STARTED_READING = (
+    "moved.attempt_count, j.job_type, j.instruction, j.trace_id, j.traceparent, "
+    "j.timeout_seconds, GREATEST(EXTRACT(EPOCH FROM moved.started_at - moved.dispatched_at), 0)"
+)
+
+
+@named("UPDATE DISPATCHED → RUNNING for the token's holder and INSERT its attempt, one statement")
+def execution_start(
+    transition: Transition,
+    *,
+    job_id: uuid.UUID,
+    event_id: uuid.UUID,
+    executor_id: str,
+    attempt_worker_id: str,
+    lease: timedelta,
+) -> tuple | None:
+    """(attempt, job_type, instruction, trace_id, traceparent, timeout_seconds, waited)."""
+    row = _fenced(
+        transition,
+        job_id=job_id,
+        event_id=event_id,
+        assignments="started_at = clock.now, worker_id = %s, "
+        "attempt_count = e.attempt_count + 1, lease_expires_at = clock.now + %s",
+        params=[executor_id, lease],
+        steps=(attempts.open_step(event_id=event_id, worker_id=attempt_worker_id),),
+        reading=_STARTED_READING,
+    )
+    if row is not None and isinstance(row[2], str):  # jsonb arrives as text, as JSONField reads
+        row = (*row[:2], json.loads(row[2]), *row[3:])
+    return row
+
+
+# The sources of the events a completion writes, over `moved` and its job `j`.
+_COMPLETED_SOURCES = {
+    JOB_COMPLETED: {
+        "job_id": "moved.job_id",
+        "event_id": "moved.current_event_id",
+        "trace_id": "j.trace_id",
+        "attempt": "moved.attempt_count",
+        "completed_at": "moved.db_now",
+    }
+}
+
+
+@named("UPDATE RUNNING → COMPLETED for the token's holder, close its attempt, INSERT its events")
+def execution_complete(
+    transition: Transition, *, job_id: uuid.UUID, event_id: uuid.UUID, attempt_fields: dict
+) -> bool:
+    jobs = connection.ops.quote_name(_job_model()._meta.db_table)
+    event_steps = tuple(
+        (
+            event_rows.insert_select_sql(
+                "moved.job_id::text",
+                event_rows.payload_sql(event, _COMPLETED_SOURCES[event]),
+                "j.trace_id",
+                f"FROM moved JOIN {jobs} j ON j.id = moved.job_id",
+            ),
+            [event.topic],
+        )
+        for event in transition.events
+    )
+    closing = attempts.close_step(event_id=event_id, fields=attempt_fields)
+    return (
+        _fenced(
+            transition,
+            job_id=job_id,
+            event_id=event_id,
+            assignments="finished_at = clock.now, lease_expires_at = NULL, last_error = ''",
+            params=[],
+            steps=(*event_steps, closing),
+        )
+        is not None
+    )
+
+
+@named("UPDATE the lease of a RUNNING execution whose token is current and no cancel requested")
+def execution_heartbeat(
+    transition: Transition, *, job_id: uuid.UUID, event_id: uuid.UUID, lease: timedelta
+) -> bool:
+    row = _fenced(
+        transition,
+        job_id=job_id,
+        event_id=event_id,
+        assignments="lease_expires_at = clock.now + %s",
+        params=[lease],
+        also_where="AND NOT e.cancel_requested",
+    )
+    return row is not None
+
+
+@named("SELECT whether the token's holder may go on: RUNNING, token current, no cancel requested")
+def execution_may_go_on(*, job_id: uuid.UUID, event_id: uuid.UUID) -> bool:
+    return JobExecution.objects.filter(
+        job_id=job_id,
+        current_event_id=event_id,
+        status=ExecutionStatus.RUNNING,
+        cancel_requested=False,
+    ).exists()
+
+
+# --- set-based moves ----------------------------------------------------------------------------
+
+
+def _move_set(transition: Transition, assignments: str, where: str, params: list) -> int:
+    table = connection.ops.quote_name(JobExecution._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} AS e SET {_moving(transition, 'clock_timestamp()')}, {assignments} "
+            f"WHERE e.status IN ({_statuses(transition.sources)}) AND {where}",
+            params,
+        )
+        return cursor.rowcount
+
+
+@named("UPDATE deliveries whose publish failed back to PENDING, due now, fenced by their tokens")
+def executions_unsend(transition: Transition, *, event_ids: list[uuid.UUID]) -> int:
+    return _move_set(
+        transition,
+        "next_run_at = clock_timestamp(), current_event_id = NULL, lease_expires_at = NULL, "
+        "worker_id = '', redelivery_count = e.redelivery_count + 1",
+        "e.current_event_id = ANY(%s)",
+        [list(event_ids)],
+    )
+
+
+@named("UPDATE the dispatch lease of deliveries an executor holds for a free slot")
+def executions_hold(transition: Transition, *, event_ids: list[uuid.UUID], lease: timedelta) -> int:
+    return _move_set(
+        transition,
+        "lease_expires_at = clock_timestamp() + %s",
+        "e.current_event_id = ANY(%s)",
+        [lease, list(event_ids)],
+    )
+
+
+@named("UPDATE the DISPATCHED executions of paused queues or job types back to PENDING")
+def executions_recall(
+    transition: Transition, *, queue_names: list[str], job_types: list[str]
+) -> int:
+    return _move_set(
+        transition,
+        "current_event_id = NULL, lease_expires_at = NULL, worker_id = ''",
+        "(e.queue_name = ANY(%s) OR e.job_type = ANY(%s))",
+        [list(queue_names), list(job_types)],
+    )
