@@ -84,10 +84,6 @@ def _active_count_sql() -> str:
     )
 
 
-def job_get_for_execution(*, job_id: uuid.UUID) -> Job:
-    return Job.objects.get(id=job_id)
-
-
 # The API's sort keys (camelCase, "-" for descending) and the columns they order by.
 JOB_SORT_FIELDS = {
     "createdAt": "created_at",
