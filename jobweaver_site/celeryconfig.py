@@ -47,8 +47,8 @@ task_routes = {
     "apps.schedules.tasks.*": {"queue": SCHEDULER_QUEUE, "routing_key": SCHEDULER_QUEUE},
 }
 # Celery's Django fixup closes every database connection before and after each task unless
-# this is set: a new PostgreSQL session per job (measured: 1.4 per job, 29% of the executor's
-# task time spent connecting). With it, a thread keeps its connection for this many tasks;
+# this is set: a new PostgreSQL session per job, connecting a large part of the executor's task
+# time (bench/NOTES.md). With it, a thread keeps its connection for this many tasks;
 # `close_old_connections` before each task (apps/executor/tasks.py) still applies CONN_MAX_AGE
 # and health checks, as Django does per request.
 CELERY_DB_REUSE_MAX = 1000

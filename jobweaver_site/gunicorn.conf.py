@@ -34,19 +34,18 @@ def child_exit(server, worker):
     multiprocess.mark_process_dead(worker.pid)
 
 
-# How long a new worker may spend warming up before it takes requests. The Kafka producer's
-# warm-up takes about a second (apps.scheduler.dispatch.warm_up_publisher); with the broker
-# away it would take longer, and the worker serves anyway (a submit is accepted into
+# How long a new worker may spend warming up before it takes requests: room for the Kafka
+# producer's warm-up (apps.scheduler.dispatch.warm_up_publisher; bench/NOTES.md). With the
+# broker away it would take longer, and the worker serves anyway (a submit is accepted into
 # PostgreSQL without Kafka) while the warm-up goes on in its thread.
 WARM_UP_WAIT_SECONDS = 3.0
 
 
 def post_worker_init(worker):
     """Warm the worker before it takes its first request, which otherwise paid for it: the
-    URL configuration's imports (every view, ~80 ms) and the Kafka producer's connection and
-    producer id (~550 ms). Measured with bench/throughput.py, whose web starts after the
-    workers: the first job submitted once /healthz answered took 54-708 ms to RUNNING, as
-    the warm-up thread had or had not finished."""
+    URL configuration's imports (every view) and the Kafka producer's connection and producer
+    id, so a first job was late to RUNNING by whatever of the warm-up was left
+    (bench/NOTES.md)."""
     from django.urls import reverse
 
     from apps.scheduler.dispatch import warm_up_publisher

@@ -120,18 +120,17 @@ DATABASES["default"].setdefault("OPTIONS", {})["options"] = " ".join(
 # No JIT compilation: every statement here is short, and PostgreSQL compiles a plan whose
 # estimated cost passes jit_above_cost on every execution (it caches no machine code). The
 # dispatch claim's estimate passed it once statistics saw a set-aside flood (a recursive CTE is
-# guessed at a hundred rows): 15-17 ms of compiling for a 0.2 ms claim, every dispatch
-# (auto_explain under bench/dispatch_rules.py).
+# guessed at a hundred rows), and compiling then took far longer than the claim, every
+# dispatch (bench/NOTES.md).
 DATABASES["default"]["OPTIONS"]["options"] += " -c jit=off"
 # A server that does not answer is an error after this long, not a hang (libpq waits forever).
 DATABASES["default"]["OPTIONS"].setdefault(
     "connect_timeout", env.int("JOBWEAVER_DB_CONNECT_TIMEOUT_SECONDS", default=5)
 )
 # Server-side parameter binding with prepared statements: a statement run 5 times on a connection
-# is prepared, and PostgreSQL stops parsing and planning it anew. Measured under `make bench`:
-# planning was half of PostgreSQL's CPU (3.9 of 7.6 s per 5,000 jobs; the executor's start and
-# completion 0.27 ms each); with this, 0.9 s. Turn it off behind a pooler in transaction mode
-# that does not track prepared statements (PgBouncer before 1.21).
+# is prepared, and PostgreSQL stops parsing and planning it anew: our statements are short, and
+# planning them cost as much as running them (bench/NOTES.md). Turn it off behind a pooler in
+# transaction mode that does not track prepared statements (PgBouncer before 1.21).
 JOBWEAVER_DB_PREPARED_STATEMENTS = env.bool("JOBWEAVER_DB_PREPARED_STATEMENTS", default=True)
 if JOBWEAVER_DB_PREPARED_STATEMENTS:
     DATABASES["default"]["OPTIONS"]["server_side_binding"] = True
@@ -358,7 +357,7 @@ LOGGING = {
         "django.db.backends": {"level": "INFO"},
         # In an executor, Celery's "Task … received" and "… succeeded in …" lines, two per job,
         # say less than the executor's own (job, attempt, outcome, with the trace id) and cost
-        # it about 5% of its CPU under load; failures still log at ERROR. The scheduler keeps
+        # it CPU on every job (bench/NOTES.md); failures still log at ERROR. The scheduler keeps
         # them: one pair per beat tick.
         **(
             {

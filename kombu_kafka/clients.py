@@ -42,8 +42,8 @@ def consumer_defaults(group_id: str) -> dict:
         # polling while tasks run.
         "max.poll.interval.ms": 300_000,
         # The first fetch after an assignment waits this long for data even when a record
-        # arrives meanwhile (measured: ~550 ms with librdkafka's 500 ms default, ~150 ms with
-        # 100), so the first message after a start or a rebalance came half a second late.
+        # arrives meanwhile, so with librdkafka's default the first message after a start or a
+        # rebalance came about that default late (bench/NOTES.md).
         # Later fetches answer as soon as a record arrives; shorter waits only mean more idle
         # fetch requests (ten a second per broker connection).
         "fetch.wait.max.ms": 100,

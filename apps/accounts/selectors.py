@@ -2,11 +2,11 @@
 
 `missing_permissions` answers what `user.has_perms` answers, in one statement. Django's
 ModelBackend loads the user's own permissions, then their groups' (two ORM queries on a user
-object that lives for one request): 1.9 ms on the 2-core dev machine, against 0.3 ms for this
-statement, and a `POST /api/jobs` in-process 9.9 → 7.5 ms (medians). Its answer is the
-backend's: an inactive user holds nothing, a superuser everything, anyone else a permission
-given to them or to one of their groups. With any other authentication backend configured, it
-asks Django instead, since that backend may grant more.
+object that lives for one request), on every API request; one statement costs a fraction of
+that (bench/NOTES.md). Its answer is the backend's: an inactive user holds nothing, a
+superuser everything, anyone else a permission given to them or to one of their groups. With
+any other authentication backend configured, it asks Django instead, since that backend may
+grant more.
 """
 
 from __future__ import annotations

@@ -39,7 +39,6 @@ from apps.core.errors import (
     QuotaExceeded,
 )
 
-EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 

@@ -93,10 +93,10 @@ def assert_in_transaction(what: str) -> None:
 # --- statements of the hot path, without the ORM's per-call SQL compilation ----------------------
 #
 # Each job's start and ending write a handful of rows. Through the ORM every one of those
-# statements is built and compiled anew, which a profile of the executor under load put at a
-# quarter of its CPU. These two helpers write the same rows with the same values — each field
-# prepares its own value (`pre_save`, `get_db_prep_save`), as `save()` and `update()` do — from
-# SQL that is either cached per model or a few joined strings. No signals are sent (the ORM's
+# statements is built and compiled anew on every call, the same SQL each time (bench/NOTES.md).
+# These two helpers write the same rows with the same values — each field prepares its own
+# value (`pre_save`, `get_db_prep_save`), as `save()` and `update()` do — from SQL that is
+# either cached per model or a few joined strings. No signals are sent (the ORM's
 # `update()` sends none either; no receiver listens for these models' saves).
 
 
@@ -129,8 +129,9 @@ def this_connection():
 
     `django.db.connection` is a proxy that finds the thread's connection on every attribute
     read (an asgiref Local lookup), and a field's `get_db_prep_save` reads `connection.ops`
-    and `.features` for each value: eighteen values per job on the executor's path made that
-    lookup a noticeable part of its CPU. Never keep the result beyond the current call."""
+    and `.features` for each value, eighteen per job on the executor's path: one lookup per
+    statement instead of one per value (bench/NOTES.md). Never keep the result beyond the
+    current call."""
     return connections[DEFAULT_DB_ALIAS]
 
 
@@ -173,12 +174,12 @@ def insert_rows(instances: list) -> None:
     """INSERT new instances of one model, primary keys set by a Python default (UUIDs here):
     `bulk_create` without the compile, in one statement over one JSON document of the rows.
 
-    A bulk_create of a batch of a thousand jobs compiled its eighteen thousand values one by
-    one and psycopg dumped them as text arrays, escaping each quote of each instruction with a
-    regular expression: most of the web process's CPU for a batch submission. This statement
-    has one parameter whatever the batch's size. Values are each field's `pre_save` (auto_now
-    timestamps set as save() sets them) as JSON: UUIDs and times as text, a JSONField's value
-    as the JSON itself; PostgreSQL reads each back as its column's type."""
+    A bulk_create compiled a batch's values one by one and psycopg dumped them as text arrays,
+    escaping each quote of each instruction with a regular expression: work per value
+    (bench/NOTES.md). This statement has one parameter whatever the batch's size. Values are
+    each field's `pre_save` (auto_now timestamps set as save() sets them) as JSON: UUIDs and
+    times as text, a JSONField's value as the JSON itself; PostgreSQL reads each back as its
+    column's type."""
     if not instances:
         return
     model = type(instances[0])

@@ -52,10 +52,6 @@ def log_context(**fields: object) -> Iterator[None]:
         _context.reset(token)
 
 
-def current_trace_id() -> str | None:
-    return _context.get().get("trace_id")
-
-
 class TraceContextMiddleware:
     """Django middleware: a request's log lines carry its valid X-Trace-Id (the job service
     binds the trace id it chose when the request had none)."""

@@ -65,7 +65,7 @@ def span_under(traceparent: str, name: str, attributes: dict | None = None):
     runs; a root span when the traceparent is empty."""
     if not traceparent and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
         # Tracing off and no trace to continue: the span would be the invalid one anyway, so
-        # skip making it current (about 4% of the executor's own CPU per job). A job with a
+        # skip making it current, a cost paid on every job (bench/NOTES.md). A job with a
         # traceparent still carries it into the attempt's context, for tasks it enqueues.
         yield trace.INVALID_SPAN
         return

@@ -33,9 +33,8 @@ ASSIGNMENT_WATCH_SECONDS = 0.1
 # How long newly assigned partitions wait before they are registered. librdkafka keeps one fetch
 # request per broker in flight and starts the new partitions one by one, so its first fetch
 # after an assignment holds only some of them; a record on another one waits until that fetch
-# returns, fetch.wait.max.ms later (kombu_kafka/clients.py: 100 ms). Measured with a plain
-# consumer, a record produced right after the assignment took 160 ms to arrive, 111 ms at
-# +50 ms, 7 ms at +150 ms and 0 ms at +200 ms: dispatch starts sending once it is that late.
+# returns, fetch.wait.max.ms later (kombu_kafka/clients.py). Registered this late, a new
+# partition is already fetched when dispatch first sends to it (bench/NOTES.md).
 NEW_PARTITION_SETTLE_SECONDS = 0.2
 
 

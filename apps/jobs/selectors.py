@@ -69,8 +69,7 @@ def _active_count_sql() -> str:
     control keeps to a few per executor slot (execution_live_leases). The submitter is copied
     onto the execution for this; the statuses are written in so the conditions match the
     indexes'. Through a join to the user's jobs it read every job the user ever kept, or every
-    execution anyone has waiting: 23 ms per submission with another user's 50,000 waiting
-    (bench/cap_check.py)."""
+    execution anyone has waiting, on every submission (bench/NOTES.md)."""
     executions = JobExecution._meta.db_table
     pending = status_literal(ExecutionStatus.PENDING)
     in_flight = ", ".join(
@@ -82,10 +81,6 @@ def _active_count_sql() -> str:
         f"+ (SELECT count(*) FROM {executions} "
         f"WHERE submitted_by_id = %s AND status IN ({in_flight}))"
     )
-
-
-def job_get_for_execution(*, job_id: uuid.UUID) -> Job:
-    return Job.objects.get(id=job_id)
 
 
 # The API's sort keys (camelCase, "-" for descending) and the columns they order by.

@@ -58,8 +58,7 @@ def _cutoff_sql(age: str) -> str:
     with a value and the index on it (`outbox_published`, `execution_finished`) finds the old
     rows. Written in as `clock_timestamp() - …`, a volatile expression, it was checked row by
     row instead: each prune read every published event of the retained day to delete none of
-    them (111-206 ms every five minutes with 185,000 of them, PostgreSQL's slow-statement log
-    under bench/soak.py; growing with the traffic of the day)."""
+    them, a cost growing with the day's traffic (bench/NOTES.md)."""
     return f"(SELECT clock_timestamp() - make_interval(secs => {age}))"
 
 

@@ -3,12 +3,11 @@
 The executor is a Celery worker and reads run_job as an ordinary Celery task message (message
 protocol 2: https://docs.celeryq.dev/en/stable/internals/protocol.html). What Celery's
 `send_task` adds on top of that format — routing lookups, queue declaration per message,
-publish signals, a retry policy, a copy of every entity — cost about 0.6 ms of the scheduler's
-CPU per message (measured: 690 µs per message through `send_task`, 58 µs through the channel
-directly, 3,000 messages in batches of 100). Dispatch sends thousands a second, so it writes
-the protocol's fields itself and hands the message to the kombu channel, which serializes and
-produces it as for any other message (kombu_kafka's headers for key, partition and record
-headers included).
+publish signals, a retry policy, a copy of every entity — is scheduler CPU spent on every
+message, many times the channel's own cost (bench/NOTES.md). Dispatch sends one per job, so it
+writes the protocol's fields itself and hands the message to the kombu channel, which
+serializes and produces it as for any other message (kombu_kafka's headers for key, partition
+and record headers included).
 
 `apps/scheduler/tests/unit/test_run_job_message.py` holds this against the message Celery
 itself builds, so an upgrade of Celery that changes the protocol fails a test, not the executor.

@@ -34,11 +34,10 @@ RECONNECT_SECONDS = 1.0
 MAX_WAIT_SECONDS = 1.0
 MIN_WAIT_SECONDS = 0.005
 # Under load every finished attempt frees one credit and notifies. A dispatch per notification
-# claimed 2.4 jobs at a time and the wake-up thread used a fifth of the stack's CPU; a
-# notification now waits up to FOLD_SECONDS for FOLD_NOTIFICATIONS - 1 more, and one dispatch
-# refills them all. Measured under `make bench` (8,000 jobs, two runs each): claims 3,106-3,228
-# -> 2,021-2,090, the scheduler's CPU 6.3-6.6 -> 2.7-3.0 s. With the default prefetch of 2 an
-# executor of 4 slots holds 8 deliveries; 3 folded credits leave it 5 when the refill starts.
+# claimed only a couple of jobs, each paying a dispatch's fixed cost; a notification now waits
+# up to FOLD_SECONDS for FOLD_NOTIFICATIONS - 1 more, and one dispatch refills them all: fewer
+# claims, less scheduler CPU (bench/NOTES.md). With the default prefetch of 2 an executor of
+# 4 slots holds 8 deliveries; 3 folded credits leave it 5 when the refill starts.
 # Any notification (a pause lifted, an executor joining) waits at most FOLD_SECONDS more. A
 # quiet stack is unaffected: a submitted job is dispatched by the submit itself.
 FOLD_NOTIFICATIONS = 3
