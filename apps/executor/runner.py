@@ -1,7 +1,7 @@
 """Running one delivery of a job end to end (what the run_job task calls).
 
 `AttemptRunner` claims the execution with the message's event id (the fencing token), runs the
-steps through the simulation engine, calls `checkpoint` between and inside steps (timeout,
+steps (apps/executor/steps.py), calls `checkpoint` between and inside steps (timeout,
 cancellation, heartbeats, shutdown) and records how the attempt ended — each record one fenced
 transaction in apps/executor/services.py. A duplicate or stale message changes nothing.
 """
@@ -23,15 +23,15 @@ from apps.core.host import host_name
 from apps.core.logcontext import log_context
 from apps.core.tracing import span_under
 from apps.executor import ledger, shutdown
-from apps.executor.engine import (
+from apps.executor.models import AttemptOutcome
+from apps.executor.services import ClaimedAttempt, Ending, attempt_finish, attempt_start
+from apps.executor.steps import (
     AttemptReleased,
     AttemptStopped,
     StepContext,
     StepFailed,
     run_steps,
 )
-from apps.executor.models import AttemptOutcome
-from apps.executor.services import ClaimedAttempt, Ending, attempt_finish, attempt_start
 from apps.executor.task_runner import announce_finished, recorded_exception, run_task
 from apps.scheduler import lifecycle
 

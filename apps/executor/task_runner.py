@@ -35,9 +35,9 @@ from django.conf import settings
 from django.db import connections
 
 from apps.core.errors import InvalidRequest
-from apps.executor.engine import SLICE_SECONDS, StepContext, StepFailed
 from apps.executor.selectors import attempts_for_jobs
 from apps.executor.services import ClaimedAttempt
+from apps.executor.steps import SLICE_SECONDS, StepContext, StepFailed
 from apps.jobs.selectors import job_get
 from apps.tasks.backend import JobWeaverBackend, jobweaver_backend
 from apps.tasks.compat import Task, TaskResult, task_finished, task_started
