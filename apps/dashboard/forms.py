@@ -9,12 +9,8 @@ from django import forms
 from django.conf import settings
 
 from apps.core.errors import JobWeaverError
+from apps.jobs.kinds import SIMULATION, all_kinds, kind_named
 from apps.jobs.validation import JobSpec, parse_job_request
-from apps.tasks.registry import registered_paths
-
-EXAMPLE_STEPS = json.dumps(
-    [{"action": "LOG", "message": "hello"}, {"action": "SLEEP", "durationMs": 500}], indent=2
-)
 
 
 def _json(raw: str, field: str):
@@ -28,19 +24,9 @@ def _json(raw: str, field: str):
 
 class JobSubmitForm(forms.Form):
     job_type = forms.ChoiceField(
-        choices=[("SIMULATION", "Simulation steps"), ("TASK", "Python task")], initial="SIMULATION"
+        choices=[(kind.name, kind.form_label) for kind in all_kinds()], initial=SIMULATION.name
     )
-    steps = forms.CharField(
-        required=False,
-        widget=forms.Textarea(attrs={"rows": 8, "cols": 70, "class": "jw-mono"}),
-        initial=EXAMPLE_STEPS,
-        help_text='SIMULATION: a JSON list of steps, or {"steps": [...]} (ARCHITECTURE §7).',
-    )
-    task = forms.ChoiceField(
-        required=False, help_text="TASK: one of the registered tasks (nothing else can run)."
-    )
-    args = forms.CharField(required=False, initial="[]", help_text="TASK: a JSON list.")
-    kwargs = forms.CharField(required=False, initial="{}", help_text="TASK: a JSON object.")
+    # Each kind's own inputs (apps/jobs/kinds/) go here, after job_type.
     priority = forms.IntegerField(min_value=0, max_value=9, initial=5)
     max_retry_count = forms.IntegerField(required=False, min_value=0, label="Max retries")
     timeout_seconds = forms.IntegerField(required=False, min_value=1)
@@ -51,20 +37,14 @@ class JobSubmitForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["task"].choices = [("", "—"), *((p, p) for p in registered_paths())]
+        # Built per form: a TASK's choices are the tasks registered now.
+        kind_fields = {name: f for kind in all_kinds() for name, f in kind.form_fields().items()}
+        self.fields = {"job_type": self.fields.pop("job_type"), **kind_fields, **self.fields}
 
     def request_body(self) -> dict:
         """The POST /api/jobs body this form stands for."""
         data = self.cleaned_data
-        if data["job_type"] == "TASK":
-            payload = {
-                "task": data["task"],
-                "args": _json(data["args"] or "[]", "args"),
-                "kwargs": _json(data["kwargs"] or "{}", "kwargs"),
-            }
-        else:
-            steps = _json(data["steps"] or "[]", "steps")
-            payload = steps if isinstance(steps, dict) else {"steps": steps}
+        payload = kind_named(data["job_type"]).form_payload(data, _json)
         body = {"jobType": data["job_type"], "payload": payload, "priority": data["priority"]}
         for field, name in (
             ("max_retry_count", "maxRetryCount"),
@@ -79,8 +59,9 @@ class JobSubmitForm(forms.Form):
         cleaned = super().clean()
         if self.errors:
             return cleaned
-        if cleaned["job_type"] == "TASK" and not cleaned.get("task"):
-            raise forms.ValidationError({"task": "choose the task to run"})
+        missing = kind_named(cleaned["job_type"]).form_errors(cleaned)
+        if missing:
+            raise forms.ValidationError(missing)
         body = self.request_body()
         if len(json.dumps(body).encode()) > settings.JOBWEAVER_MAX_REQUEST_BYTES:
             raise forms.ValidationError(

@@ -1,9 +1,9 @@
 """Running one delivery of a job end to end (what the run_job task calls).
 
-`AttemptRunner` claims the execution with the message's event id (the fencing token), runs the
-steps through the simulation engine, calls `checkpoint` between and inside steps (timeout,
-cancellation, heartbeats, shutdown) and records how the attempt ended — each record one fenced
-transaction in apps/executor/services.py. A duplicate or stale message changes nothing.
+`AttemptRunner` claims the execution with the message's event id (the fencing token), runs it
+through its kind's runner (apps/executor/runners.py), calls `checkpoint` between and inside steps
+(timeout, cancellation, heartbeats, shutdown) and records how the attempt ended — each record one
+fenced transaction in apps/executor/services.py. A duplicate or stale message changes nothing.
 """
 
 from __future__ import annotations
@@ -24,16 +24,16 @@ from apps.core.logcontext import log_context
 from apps.core.tracing import span_under
 from apps.engine import executions, ledger
 from apps.executor import shutdown
-from apps.executor.engine import (
+from apps.executor.models import AttemptOutcome
+from apps.executor.runners import runner_for
+from apps.executor.services import ClaimedAttempt, Ending, attempt_finish, attempt_start
+from apps.executor.steps import (
     AttemptReleased,
     AttemptStopped,
     StepContext,
     StepFailed,
-    run_steps,
 )
-from apps.executor.models import AttemptOutcome
-from apps.executor.services import ClaimedAttempt, Ending, attempt_finish, attempt_start
-from apps.executor.task_runner import announce_finished, recorded_exception, run_task
+from apps.executor.task_runner import recorded_exception
 
 logger = logging.getLogger(__name__)
 
@@ -71,8 +71,7 @@ def attempt_execute(*, job_id: uuid.UUID, event_id: uuid.UUID) -> str | None:
     ):
         outcome = AttemptRunner(claimed).run()
         span.set_attribute("jobweaver.outcome", str(outcome))
-    if claimed.task is not None:
-        announce_finished(claimed)  # Django's task_finished signal, after the commit
+    runner_for(claimed.kind).finished(claimed)
     return outcome
 
 
@@ -97,12 +96,9 @@ class AttemptRunner:
 
     def run(self) -> str | None:
         claimed = self.claimed
-        task_value = None
+        runner = runner_for(claimed.kind)
         try:
-            if claimed.task is not None:
-                task_value = run_task(claimed, self.ctx, self.on_task_progress)
-            else:
-                run_steps(claimed.steps, self.ctx, self.on_step_done)
+            value = runner.run(claimed, self)
         except StepFailed as failure:
             return self.end(
                 Ending.FAILURE,
@@ -131,7 +127,7 @@ class AttemptRunner:
                 claimed.event_id,
             )
             return None
-        return self.end(Ending.SUCCESS, result=task_value)
+        return self.end(Ending.SUCCESS, result=value)
 
     def end(
         self, ending: Ending, *, error: str = "", retryable: bool = True, **task_fields
@@ -162,9 +158,9 @@ class AttemptRunner:
             logger.info("job %s attempt %d: %s %s", claimed.job_id, claimed.attempt, ending, error)
         return outcome
 
-    def on_step_done(self, count: int) -> None:
+    def on_step_done(self, count: int, total: int) -> None:
         self.steps_completed = count
-        if count == len(self.claimed.steps):
+        if count == total:
             return  # the ending records the progress of the last step, in its transaction
         try:
             ledger.attempt_progress(

@@ -17,7 +17,6 @@ from django.db import transaction
 
 from apps.engine import executions
 from apps.engine.ledger import AttemptReport
-from apps.jobs.models import JobType, steps_of
 from apps.scheduler.dispatch import dispatch_job_now
 
 logger = logging.getLogger(__name__)
@@ -31,9 +30,9 @@ class ClaimedAttempt:
     event_id: uuid.UUID
     attempt: int
     trace_id: str
-    steps: list[dict]
+    kind: str  # the job's kind (apps/jobs/kinds/): its runner is apps/executor/runners.py's
+    instruction: dict  # what that runner runs, e.g. {"steps": [...]}
     timeout_seconds: int
-    task: dict | None = None  # a TASK job's {"task", "args", "kwargs"} (ARCHITECTURE §13)
     traceparent: str = ""  # the submit's W3C traceparent (apps/core/tracing.py)
 
 
@@ -64,9 +63,9 @@ def attempt_start(
         event_id=event_id,
         attempt=started.attempt,
         trace_id=started.trace_id,
-        steps=steps_of(started.instruction),
+        kind=started.job_type,
+        instruction=started.instruction,
         timeout_seconds=started.timeout_seconds,
-        task=started.instruction if started.job_type == JobType.TASK else None,
         traceparent=started.traceparent,
     )
 

@@ -35,9 +35,9 @@ from django.conf import settings
 from django.db import connections
 
 from apps.core.errors import InvalidRequest
-from apps.executor.engine import SLICE_SECONDS, StepContext, StepFailed
 from apps.executor.selectors import attempts_for_jobs
 from apps.executor.services import ClaimedAttempt
+from apps.executor.steps import SLICE_SECONDS, StepContext, StepFailed
 from apps.jobs.selectors import job_get
 from apps.tasks.backend import JobWeaverBackend, jobweaver_backend
 from apps.tasks.compat import Task, TaskResult, task_finished, task_started
@@ -130,7 +130,7 @@ def run_task(
     """Call the claimed TASK job's function under the attempt's checkpoints and return its
     value (JSON). Raises TaskRaised when it raised, timed out or returned something that is
     not JSON; AttemptStopped / AttemptReleased pass through from `ctx.checkpoint`."""
-    path = claimed.task["task"]
+    path = claimed.instruction["task"]
     registered = registry_get(path)
     if registered is None:  # validated on submit: the code deployed here differs
         raise TaskRaised(
@@ -149,7 +149,8 @@ def run_task(
             stop_requested=threading.Event(),
             progress_sink=lambda done, total: call_progress.append((done, total)),
         )
-    call = _TaskCall(registered, claimed.task["args"], claimed.task["kwargs"], context)
+    args, kwargs = claimed.instruction["args"], claimed.instruction["kwargs"]
+    call = _TaskCall(registered, args, kwargs, context)
     _announce(task_started, backend, task_result)
     # The task's own log lines carry the attempt's log context (trace, job, attempt).
     thread = threading.Thread(

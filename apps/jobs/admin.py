@@ -39,9 +39,10 @@ from apps.dashboard.adminlog import log_bulk_action, report_to_operator
 from apps.dashboard.forms import JobSubmitForm
 from apps.dashboard.selectors import discarded_since_failure, job_events
 from apps.dashboard.services import BULK_ACTIONS, jobs_bulk_apply
-from apps.executor.models import AttemptOutcome, ExecutionAttempt
+from apps.executor.models import ExecutionAttempt
 from apps.executor.selectors import attempts_for_jobs
-from apps.jobs.models import Job, JobType
+from apps.jobs.kinds import kind_of
+from apps.jobs.models import Job
 from apps.jobs.representation import job_to_dict
 from apps.jobs.services import job_submit
 from apps.scheduler.models import ExecutionStatus, JobExecution
@@ -351,19 +352,13 @@ class JobAdmin(ExactSearchMixin, admin.ModelAdmin):
     @admin.display(description="payload")
     def steps_json(self, job: Job) -> str:
         """A simulation's steps, or a Python task's {"task", "args", "kwargs"} (§13)."""
-        shown = job.instruction if job.job_type == JobType.TASK else job.steps
+        shown = kind_of(job).admin_payload(job)
         return format_html("<pre>{}</pre>", json.dumps(shown, indent=2, ensure_ascii=False))
 
     @admin.display(description="result")
     def task_result(self, job: Job) -> str:
         """A TASK job's return value, recorded with its successful attempt."""
-        if job.job_type != JobType.TASK:
-            return "-"
-        succeeded = job.attempts.filter(outcome=AttemptOutcome.SUCCESS).order_by("-attempt")
-        attempt = succeeded.first()
-        if attempt is None:
-            return "-"
-        return format_html("<pre>{}</pre>", json.dumps(attempt.result, indent=2))
+        return kind_of(job).admin_result(job)
 
     # --- search -------------------------------------------------------------------------------
 
@@ -568,7 +563,7 @@ class JobAdmin(ExactSearchMixin, admin.ModelAdmin):
                 "jw_events": job_events(job_id=job.id),
                 "jw_payload": json.dumps(job.instruction, indent=2, ensure_ascii=False),
                 "jw_result": detail.get("result") if detail else None,
-                "jw_is_task": job.job_type == JobType.TASK,
+                "jw_shows_result": kind_of(job).shows_result,
                 "jw_actions": (
                     [(name, action.label) for name, action in BULK_ACTIONS.items()]
                     if self.has_operate_permission(request)

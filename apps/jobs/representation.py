@@ -4,8 +4,9 @@ API and the command line."""
 from __future__ import annotations
 
 from apps.core.timeutil import iso
-from apps.executor.models import AttemptOutcome, ExecutionAttempt
-from apps.jobs.models import Job, JobType
+from apps.executor.models import ExecutionAttempt
+from apps.jobs.kinds import kind_of
+from apps.jobs.models import Job
 from apps.scheduler.models import ExecutionStatus
 
 
@@ -22,22 +23,11 @@ def attempt_to_dict(attempt: ExecutionAttempt) -> dict:
     }
 
 
-def task_attempt_to_dict(attempt: ExecutionAttempt) -> dict:
-    """An attempt of a TASK job (§13): the fields of §8, plus its exception and result."""
-    return {
-        **attempt_to_dict(attempt),
-        "exceptionType": attempt.exception_type or None,
-        "traceback": attempt.traceback or None,
-        "result": attempt.result,
-    }
-
-
 def job_to_dict(job: Job, attempts: list[ExecutionAttempt]) -> dict:
     execution = job.execution
-    is_task = job.job_type == JobType.TASK
+    kind = kind_of(job)
     latest = attempts[-1] if attempts else None
-    # A task reports its own progress (context.report_progress); steps are simulation's.
-    total_steps = (latest.total_steps if latest else 0) if is_task else len(job.steps)
+    total_steps = kind.total_steps(job, latest)
     steps_completed = latest.steps_completed if latest else 0
     is_pending = execution.status == ExecutionStatus.PENDING  # nextRunAt means nothing otherwise
     if execution.status == ExecutionStatus.COMPLETED:
@@ -58,13 +48,9 @@ def job_to_dict(job: Job, attempts: list[ExecutionAttempt]) -> dict:
         "startedAt": iso(execution.started_at),
         "finishedAt": iso(execution.finished_at),
         "progress": {"stepsCompleted": steps_completed, "totalSteps": total_steps},
-        "attempts": [(task_attempt_to_dict if is_task else attempt_to_dict)(a) for a in attempts],
+        "attempts": [attempt_to_dict(a) | kind.attempt_detail(a) for a in attempts],
         "queueName": job.queue_name,
         "concurrencyKey": job.concurrency_key,
     }
-    if is_task:
-        # The return value of the attempt that succeeded; null until the job COMPLETED.
-        succeeded = [a for a in attempts if a.outcome == AttemptOutcome.SUCCESS]
-        completed = execution.status == ExecutionStatus.COMPLETED and succeeded
-        detail["result"] = succeeded[-1].result if completed else None
+    detail.update(kind.job_detail(execution, attempts))  # e.g. a TASK's result
     return detail

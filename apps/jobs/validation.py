@@ -2,7 +2,8 @@
 
 `parse_job_request` takes the decoded JSON body and returns a normalized `JobSpec`, or raises
 `InvalidRequest` naming the offending field. Unknown fields are rejected at every level and
-numbers must be JSON integers (no strings, no booleans, no floats).
+numbers must be JSON integers (no strings, no booleans, no floats). The payload is checked by
+its job kind (apps/jobs/kinds/), the fields every job has are checked here.
 """
 
 from __future__ import annotations
@@ -13,22 +14,16 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import urlparse
 
 from django.conf import settings
 from django.utils import timezone
 
 from apps.core.errors import InvalidBatch, InvalidRequest
-from apps.core.jsonutil import forbidden_character
 from apps.core.names import checked_key, checked_queue_name
-from apps.tasks.payload import validate_task_payload
+from apps.jobs.checks import checked_int, checked_object, type_name
+from apps.jobs.kinds import KINDS, kind_named
 
-JOB_TYPES = ("SIMULATION", "TASK")
-MAX_DURATION_MS = 600_000
-MAX_ITERATIONS = 100_000_000
-MAX_MESSAGE_CHARS = 1000
-MAX_FLAKY_FAIL_TIMES = 1000
-MAX_URL_CHARS = 2000
+JOB_TYPES = tuple(KINDS)
 MAX_UTC_OFFSET = timedelta(hours=14)
 
 
@@ -89,134 +84,11 @@ MAX_UNIQUE_KEY_CHARS = 255
 MAX_UNIQUE_FOR_SECONDS = 366 * 86400
 
 
-def _type_name(value: Any) -> str:
-    return {
-        bool: "boolean",
-        int: "integer",
-        float: "number",
-        str: "string",
-        list: "array",
-        dict: "object",
-        type(None): "null",
-    }.get(type(value), type(value).__name__)
-
-
-def _int(value: Any, path: str, low: int, high: int | None = None) -> int:
-    if type(value) is not int:
-        raise InvalidRequest(f"{path} must be an integer, got {_type_name(value)}")
-    if value < low or (high is not None and value > high):
-        bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
-        raise InvalidRequest(f"{path} must be {bounds}, got {value}")
-    return value
-
-
-def _str(value: Any, path: str, max_len: int, *, allow_empty: bool = True) -> str:
-    if not isinstance(value, str):
-        raise InvalidRequest(f"{path} must be a string, got {_type_name(value)}")
-    if len(value) > max_len:
-        raise InvalidRequest(f"{path} must be at most {max_len} characters, got {len(value)}")
-    problem = forbidden_character(value)
-    if problem:
-        raise InvalidRequest(f"{path} contains {problem}")
-    if not allow_empty and not value.strip():
-        raise InvalidRequest(f"{path} must not be empty")
-    return value
-
-
-def _bool(value: Any, path: str) -> bool:
-    if type(value) is not bool:
-        raise InvalidRequest(f"{path} must be a boolean, got {_type_name(value)}")
-    return value
-
-
-def _object(value: Any, path: str, allowed: set[str], required: set[str]) -> dict:
-    if not isinstance(value, dict):
-        raise InvalidRequest(f"{path} must be an object, got {_type_name(value)}")
-    unknown = sorted(set(value) - allowed)
-    if unknown:
-        raise InvalidRequest(f"{path} has unknown field(s): {', '.join(unknown)}")
-    missing = sorted(required - set(value))
-    if missing:
-        raise InvalidRequest(f"{path} is missing required field(s): {', '.join(missing)}")
-    return value
-
-
-def _url(value: Any, path: str) -> str:
-    url = _str(value, path, MAX_URL_CHARS, allow_empty=False)
-    parsed = urlparse(url)
-    if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise InvalidRequest(f"{path} must be an http or https URL")
-    return url
-
-
-def _step(raw: Any, path: str) -> dict:
-    if not isinstance(raw, dict):
-        raise InvalidRequest(f"{path} must be an object, got {_type_name(raw)}")
-    action = raw.get("action")
-    if not isinstance(action, str) or action not in STEP_RULES:  # a dict is not even hashable
-        known = ", ".join(STEP_RULES)
-        raise InvalidRequest(f"{path}.action must be one of {known}, got {action!r}")
-    rule = STEP_RULES[action]
-    fields = {name for name in rule} | {"action"}
-    required = {name for name, (_, is_required, _) in rule.items() if is_required} | {"action"}
-    _object(raw, path, fields, required)
-    step = {"action": action}
-    for name, (check, _, default) in rule.items():
-        if name in raw:
-            step[name] = check(raw[name], f"{path}.{name}")
-        elif default is not None:
-            step[name] = default
-    return step
-
-
-# action -> {field: (validator, required, default)}
-STEP_RULES: dict[str, dict[str, tuple]] = {
-    "SLEEP": {"durationMs": (lambda v, p: _int(v, p, 0, MAX_DURATION_MS), True, None)},
-    "LOG": {"message": (lambda v, p: _str(v, p, MAX_MESSAGE_CHARS), True, None)},
-    "COMPUTE": {"iterations": (lambda v, p: _int(v, p, 0, MAX_ITERATIONS), True, None)},
-    "HTTP_CALL": {
-        "url": (_url, True, None),
-        "latencyMs": (lambda v, p: _int(v, p, 0, MAX_DURATION_MS), True, None),
-    },
-    "FAIL": {
-        "message": (lambda v, p: _str(v, p, MAX_MESSAGE_CHARS), False, "Simulated failure"),
-        "retryable": (_bool, False, True),
-    },
-    "FLAKY": {
-        "failTimes": (lambda v, p: _int(v, p, 1, MAX_FLAKY_FAIL_TIMES), True, None),
-        "message": (lambda v, p: _str(v, p, MAX_MESSAGE_CHARS), False, "Simulated flaky failure"),
-    },
-}
-
-
-def validate_steps(payload: Any) -> list[dict]:
-    """Validate `payload` (`{"steps": [...]}`) and return the normalized steps."""
-    _object(payload, "payload", {"steps"}, {"steps"})
-    steps = payload["steps"]
-    if not isinstance(steps, list):
-        raise InvalidRequest(f"payload.steps must be an array, got {_type_name(steps)}")
-    if not steps:
-        raise InvalidRequest("payload.steps must contain at least one step")
-    if len(steps) > settings.JOBWEAVER_MAX_STEPS:
-        raise InvalidRequest(
-            f"payload.steps has {len(steps)} steps; at most {settings.JOBWEAVER_MAX_STEPS} allowed"
-        )
-    validated = [_step(raw, f"payload.steps[{i}]") for i, raw in enumerate(steps)]
-    simulated_ms = sum(step.get("durationMs", 0) + step.get("latencyMs", 0) for step in validated)
-    limit_seconds = settings.JOBWEAVER_MAX_SIMULATED_SECONDS_PER_JOB
-    if simulated_ms > limit_seconds * 1000:
-        raise InvalidRequest(
-            f"payload.steps simulate {simulated_ms / 1000:g} s in total; at most "
-            f"{limit_seconds:g} s per job (SLEEP durationMs + HTTP_CALL latencyMs)"
-        )
-    return validated
-
-
 def _run_at(value: Any) -> datetime | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise InvalidRequest(f"runAt must be an ISO-8601 string or null, got {_type_name(value)}")
+        raise InvalidRequest(f"runAt must be an ISO-8601 string or null, got {type_name(value)}")
     if len(value) > 64:
         raise InvalidRequest("runAt is not an ISO-8601 date-time (too long)")
     try:
@@ -273,7 +145,7 @@ def _unique(body: dict) -> dict:
     if scope == "period":
         if period is None:
             raise InvalidRequest('uniqueScope "period" needs uniqueForSeconds')
-        period = _int(period, "uniqueForSeconds", 1, MAX_UNIQUE_FOR_SECONDS)
+        period = checked_int(period, "uniqueForSeconds", 1, MAX_UNIQUE_FOR_SECONDS)
     elif period is not None:
         raise InvalidRequest('uniqueForSeconds goes with uniqueScope "period"')
     return {"unique_key": key, "unique_scope": scope, "unique_for_seconds": period}
@@ -294,23 +166,19 @@ def _routing(body: dict) -> dict:
 
 def parse_job_request(body: Any) -> JobSpec:
     """Validate a job request body as sent to `POST /api/jobs` and normalize it."""
-    _object(body, "request body", REQUEST_FIELDS, {"jobType", "payload"})
+    checked_object(body, "request body", REQUEST_FIELDS, {"jobType", "payload"})
     job_type = body["jobType"]
     if job_type not in JOB_TYPES:
         raise InvalidRequest(f"jobType must be one of {', '.join(JOB_TYPES)}, got {job_type!r}")
-    if job_type == "TASK":
-        steps, task = [], validate_task_payload(body["payload"])
-    else:
-        steps, task = validate_steps(body["payload"]), None
+    payload_fields = kind_named(job_type).parse_payload(body["payload"])
 
     def optional_int(name: str, default: int, low: int, high: int) -> int:
         value = body.get(name)
-        return default if value is None else _int(value, name, low, high)
+        return default if value is None else checked_int(value, name, low, high)
 
     return JobSpec(
         job_type=job_type,
-        steps=steps,
-        task=task,
+        **payload_fields,
         max_retries=optional_int(
             "maxRetryCount",
             settings.JOBWEAVER_DEFAULT_MAX_RETRY_COUNT,
@@ -333,10 +201,10 @@ def parse_job_request(body: Any) -> JobSpec:
 def parse_batch_request(body: Any) -> list[JobSpec]:
     """Validate `{"jobs": [<job request>, ...]}` as sent to `POST /api/jobs/batch`: every item
     is checked, and InvalidBatch names each rejected one by index."""
-    _object(body, "request body", {"jobs"}, {"jobs"})
+    checked_object(body, "request body", {"jobs"}, {"jobs"})
     items = body["jobs"]
     if not isinstance(items, list):
-        raise InvalidRequest(f"jobs must be an array, got {_type_name(items)}")
+        raise InvalidRequest(f"jobs must be an array, got {type_name(items)}")
     limit = settings.JOBWEAVER_MAX_BATCH_JOBS
     if not 0 < len(items) <= limit:
         raise InvalidRequest(f"jobs must hold 1 to {limit} job requests, got {len(items)}")

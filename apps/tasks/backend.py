@@ -28,7 +28,8 @@ from django.utils.version import PY311
 from apps.core.errors import InvalidRequest, JobNotFound
 from apps.executor.models import AttemptOutcome, ExecutionAttempt
 from apps.executor.selectors import attempts_for_jobs
-from apps.jobs.models import Job, JobType
+from apps.jobs.kinds import TASK, kind_of
+from apps.jobs.models import Job
 from apps.jobs.selectors import job_get
 from apps.jobs.services import MAX_IDEMPOTENCY_KEY_CHARS, job_submit
 from apps.jobs.validation import JobSpec
@@ -141,7 +142,7 @@ class JobWeaverBackend(BaseTaskBackend):
         except InvalidRequest as exc:
             raise InvalidTaskError(exc.message) from None
         spec = JobSpec(
-            job_type=JobType.TASK,
+            job_type=TASK.name,
             steps=[],
             task=payload,
             max_retries=_option(task, "max_retries", settings.JOBWEAVER_DEFAULT_MAX_RETRY_COUNT),
@@ -167,7 +168,7 @@ class JobWeaverBackend(BaseTaskBackend):
             job = job_get(job_id=str(result_id))
         except JobNotFound:
             raise TaskResultDoesNotExist(result_id) from None
-        if job.job_type != JobType.TASK:
+        if kind_of(job) is not TASK:
             raise TaskResultDoesNotExist(result_id)
         return self._result(job, attempts_for_jobs(job_ids=[job.id])[job.id])
 

@@ -32,7 +32,8 @@ def test_a_start_runs_the_execution_and_opens_its_attempt_at_one_database_time()
 
     execution = execution_of(job.id)
     attempt = ExecutionAttempt.objects.get(event_id=event_id)
-    assert (claimed.attempt, claimed.trace_id, claimed.steps) == (1, job.trace_id, STEPS)
+    assert (claimed.attempt, claimed.trace_id) == (1, job.trace_id)
+    assert (claimed.kind, claimed.instruction) == ("SIMULATION", {"steps": STEPS})
     assert execution.status == "RUNNING"
     assert (execution.attempt_count, execution.version) == (1, before.version + 1)
     assert execution.worker_id == WORKER.rpartition(":")[0]  # the executor process
@@ -89,7 +90,7 @@ def test_a_task_jobs_attempt_counts_no_steps():
     job = job_submit(spec=parse_job_request(body)).job
     claimed = attempt_start(job_id=job.id, event_id=dispatched(job.id), worker_id=WORKER)
 
-    assert claimed.task is not None
+    assert (claimed.kind, claimed.instruction["task"]) == ("TASK", "apps.examples.tasks.add")
     assert ExecutionAttempt.objects.get(event_id=claimed.event_id).total_steps == 0
 
 

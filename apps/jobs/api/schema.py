@@ -1,8 +1,9 @@
 """The OpenAPI description of the API (drf-spectacular): bodies, responses and errors.
 
 The views parse and validate with apps/jobs/validation.py, not with these serializers: they only
-describe the shapes for the schema at /api/schema/ and Swagger UI at /api/docs/. The step limits
-here come from the same constants and settings the validator uses, and the schemathesis test
+describe the shapes for the schema at /api/schema/ and Swagger UI at /api/docs/. Each job kind
+describes its payload next to its validator, from the same constants and settings (e.g. the steps
+in apps/jobs/kinds/simulation.py), and the schemathesis test
 (apps/jobs/tests/test_schemathesis.py) holds the live API to this description.
 """
 
@@ -15,6 +16,7 @@ from rest_framework import serializers
 
 from apps.core import names
 from apps.jobs import validation
+from apps.jobs.kinds import all_kinds
 from apps.scheduler.models import ExecutionStatus
 from apps.scheduler.services import MAX_LIMIT_VALUE
 
@@ -24,59 +26,22 @@ STATUSES = ExecutionStatus.values
 # --- requests ------------------------------------------------------------------------------------
 
 
-def _step(action: str, **fields) -> type[serializers.Serializer]:
-    attrs = {"action": serializers.ChoiceField(choices=[action])} | fields
-    step = type(f"{action.title().replace('_', '')}Step", (serializers.Serializer,), attrs)
-    step.action = action  # the discriminator's value (the field itself lives in _declared_fields)
-    return step
+# Each kind describes its own payload (apps/jobs/kinds/); the undescribed ones are left out.
+DESCRIBED_KINDS = [kind for kind in all_kinds() if kind.payload_schema is not None]
 
 
-def _duration(**kwargs):
-    return serializers.IntegerField(min_value=0, max_value=validation.MAX_DURATION_MS, **kwargs)
-
-
-def _message(**kwargs):
-    return serializers.CharField(max_length=validation.MAX_MESSAGE_CHARS, **kwargs)
-
-
-STEP_SERIALIZERS = [
-    _step("SLEEP", durationMs=_duration()),
-    _step("LOG", message=_message(allow_blank=True)),
-    _step(
-        "COMPUTE",
-        iterations=serializers.IntegerField(min_value=0, max_value=validation.MAX_ITERATIONS),
-    ),
-    _step(
-        "HTTP_CALL",
-        url=serializers.URLField(max_length=validation.MAX_URL_CHARS),
-        latencyMs=_duration(),
-    ),
-    _step(
-        "FAIL", message=_message(required=False), retryable=serializers.BooleanField(required=False)
-    ),
-    _step(
-        "FLAKY",
-        failTimes=serializers.IntegerField(min_value=1, max_value=validation.MAX_FLAKY_FAIL_TIMES),
-        message=_message(required=False),
-    ),
-]
-
-Step = PolymorphicProxySerializer(
-    component_name="Step",
-    # action -> its step's serializer: the discriminator's mapping.
-    serializers={serializer.action: serializer for serializer in STEP_SERIALIZERS},
-    resource_type_field_name="action",
-    many=False,
-)
-
-
-class SimulationPayload(serializers.Serializer):
-    steps = serializers.ListField(child=Step, min_length=1, max_length=settings.JOBWEAVER_MAX_STEPS)
+def _payload() -> serializers.Serializer:
+    schemas = [kind.payload_schema for kind in DESCRIBED_KINDS]
+    if len(schemas) == 1:
+        return schemas[0]()
+    return PolymorphicProxySerializer(
+        component_name="Payload", serializers=schemas, resource_type_field_name=None
+    )
 
 
 class JobRequest(serializers.Serializer):
-    jobType = serializers.ChoiceField(choices=["SIMULATION"])
-    payload = SimulationPayload()
+    jobType = serializers.ChoiceField(choices=[kind.name for kind in DESCRIBED_KINDS])
+    payload = _payload()
     maxRetryCount = serializers.IntegerField(
         min_value=0, max_value=settings.JOBWEAVER_MAX_RETRY_COUNT, required=False, allow_null=True
     )
@@ -304,7 +269,7 @@ IDEMPOTENCY_HEADER = OpenApiParameter(
 JOB_ID = OpenApiParameter("job_id", OpenApiTypes.UUID, OpenApiParameter.PATH)
 LIST_PARAMETERS = [
     OpenApiParameter("status", OpenApiTypes.STR, enum=STATUSES),
-    OpenApiParameter("type", OpenApiTypes.STR, enum=["SIMULATION", "TASK"]),
+    OpenApiParameter("type", OpenApiTypes.STR, enum=[kind.name for kind in all_kinds()]),
     OpenApiParameter("priority", OpenApiTypes.INT, description="0-9"),
     OpenApiParameter("createdAfter", OpenApiTypes.DATETIME, description="inclusive"),
     OpenApiParameter("createdBefore", OpenApiTypes.DATETIME, description="exclusive"),

@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from apps.core.errors import InvalidRequest
-from apps.jobs.validation import parse_job_request, validate_steps
+from apps.jobs.kinds.simulation import validate_steps
+from apps.jobs.validation import parse_job_request
 
 
 def request(*steps, **fields) -> dict:

@@ -1,4 +1,4 @@
-"""The simulation engine: one small class per step type (ARCHITECTURE §7). No ORM here.
+"""The simulation steps: one small class per step type (ARCHITECTURE §7). No ORM here.
 
 Long steps (SLEEP, HTTP_CALL, COMPUTE) call `ctx.checkpoint()` often: that is where the
 attempt notices cancellation, a lost lease or its timeout, and where heartbeats happen.

@@ -1,4 +1,4 @@
-"""The simulation steps (apps/executor/engine.py, ARCHITECTURE §7) with a fake checkpoint: no
+"""The simulation steps (apps/executor/steps.py, ARCHITECTURE §7) with a fake checkpoint: no
 database, no broker, no worker. Sleeps are a few hundred milliseconds at most."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from apps.executor import engine
-from apps.executor.engine import AttemptStopped, StepContext, StepFailed, run_steps
+from apps.executor import steps
+from apps.executor.steps import AttemptStopped, StepContext, StepFailed, run_steps
 
 
 class FakeCheckpoint:
@@ -37,7 +37,7 @@ def context(checkpoint=None, attempt: int = 1) -> StepContext:
 
 
 def run(step: dict, ctx: StepContext) -> None:
-    engine.STEP_TYPES[step["action"]].run(step, ctx)
+    steps.STEP_TYPES[step["action"]].run(step, ctx)
 
 
 @pytest.fixture
@@ -54,7 +54,7 @@ def no_network(monkeypatch):
 
 
 def test_every_step_type_of_the_contract_has_a_runner():
-    assert set(engine.STEP_TYPES) == {"SLEEP", "LOG", "COMPUTE", "HTTP_CALL", "FAIL", "FLAKY"}
+    assert set(steps.STEP_TYPES) == {"SLEEP", "LOG", "COMPUTE", "HTTP_CALL", "FAIL", "FLAKY"}
 
 
 # --- SLEEP ---------------------------------------------------------------------------------
@@ -68,7 +68,7 @@ def test_sleep_waits_its_duration_in_slices_with_checkpoints():
 
     assert time.monotonic() - started >= 0.2
     # One checkpoint per slice at least: cancellation is noticed within a slice.
-    assert checkpoint.calls >= 0.2 / engine.SLICE_SECONDS
+    assert checkpoint.calls >= 0.2 / steps.SLICE_SECONDS
 
 
 def test_sleep_stops_at_the_checkpoint_that_says_stop():
@@ -79,7 +79,7 @@ def test_sleep_stops_at_the_checkpoint_that_says_stop():
         run({"action": "SLEEP", "durationMs": 600_000}, context(checkpoint))
 
     assert checkpoint.calls == 3
-    assert time.monotonic() - started < 3 * engine.SLICE_SECONDS + 1  # not ten minutes
+    assert time.monotonic() - started < 3 * steps.SLICE_SECONDS + 1  # not ten minutes
 
 
 def test_a_checkpoint_failure_ends_a_sleep_as_a_failure():
@@ -123,7 +123,7 @@ def test_log_keeps_its_lines_with_the_attempt_and_logs_them_with_context(caplog)
 
 @pytest.mark.parametrize(
     ("iterations", "checkpoints"),
-    [(0, 0), (1, 1), (engine.COMPUTE_CHUNK, 1), (engine.COMPUTE_CHUNK * 2 + 1, 3)],
+    [(0, 0), (1, 1), (steps.COMPUTE_CHUNK, 1), (steps.COMPUTE_CHUNK * 2 + 1, 3)],
 )
 def test_compute_runs_its_iterations_with_a_checkpoint_per_chunk(iterations, checkpoints):
     checkpoint = FakeCheckpoint()
@@ -155,7 +155,7 @@ def test_http_call_only_simulates_its_latency(no_network):
     )
 
     assert time.monotonic() - started >= 0.15
-    assert checkpoint.calls >= 0.15 / engine.SLICE_SECONDS
+    assert checkpoint.calls >= 0.15 / steps.SLICE_SECONDS
 
 
 def test_http_call_can_be_cancelled_during_its_latency(no_network):

@@ -1,0 +1,78 @@
+"""TASK: a registered Python function run through Django's Tasks API (ARCHITECTURE §13). Its
+payload is `{"task", "args", "kwargs"}` (apps/tasks/payload.py); it reports its own progress and
+records its return value or exception with its attempt."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.utils.html import format_html
+
+from apps.executor.models import AttemptOutcome, ExecutionAttempt
+from apps.jobs.kinds.base import JobKind, ReadJson
+from apps.jobs.models import Job, JobType
+from apps.scheduler.models import ExecutionStatus, JobExecution
+from apps.tasks.payload import validate_task_payload
+from apps.tasks.registry import registered_paths
+
+
+class TaskKind(JobKind):
+    name = JobType.TASK.value
+    form_label = "Python task"
+    shows_result = True
+
+    def parse_payload(self, payload: Any) -> dict:
+        return {"steps": [], "task": validate_task_payload(payload)}
+
+    def total_steps(self, job: Job, latest: ExecutionAttempt | None) -> int:
+        # A task reports its own progress (context.report_progress).
+        return latest.total_steps if latest else 0
+
+    def attempt_detail(self, attempt: ExecutionAttempt) -> dict:
+        return {
+            "exceptionType": attempt.exception_type or None,
+            "traceback": attempt.traceback or None,
+            "result": attempt.result,
+        }
+
+    def job_detail(self, execution: JobExecution, attempts: list[ExecutionAttempt]) -> dict:
+        # The return value of the attempt that succeeded; null until the job COMPLETED.
+        succeeded = [a for a in attempts if a.outcome == AttemptOutcome.SUCCESS]
+        completed = execution.status == ExecutionStatus.COMPLETED and succeeded
+        return {"result": succeeded[-1].result if completed else None}
+
+    def admin_result(self, job: Job) -> str:
+        """The return value recorded with the job's successful attempt."""
+        succeeded = job.attempts.filter(outcome=AttemptOutcome.SUCCESS).order_by("-attempt")
+        attempt = succeeded.first()
+        if attempt is None:
+            return "-"
+        return format_html("<pre>{}</pre>", json.dumps(attempt.result, indent=2))
+
+    def form_fields(self) -> dict[str, forms.Field]:
+        return {
+            "task": forms.ChoiceField(
+                required=False,
+                choices=[("", "—"), *((path, path) for path in registered_paths())],
+                help_text="TASK: one of the registered tasks (nothing else can run).",
+            ),
+            "args": forms.CharField(required=False, initial="[]", help_text="TASK: a JSON list."),
+            "kwargs": forms.CharField(
+                required=False, initial="{}", help_text="TASK: a JSON object."
+            ),
+        }
+
+    def form_payload(self, data: dict, read_json: ReadJson) -> Any:
+        return {
+            "task": data["task"],
+            "args": read_json(data["args"] or "[]", "args"),
+            "kwargs": read_json(data["kwargs"] or "{}", "kwargs"),
+        }
+
+    def form_errors(self, data: dict) -> dict[str, str]:
+        return {} if data.get("task") else {"task": "choose the task to run"}
+
+
+TASK = TaskKind()
