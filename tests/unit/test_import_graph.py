@@ -77,3 +77,40 @@ def test_the_tarjan_helper_finds_a_cycle():
 def test_no_module_level_import_cycles():
     cycles = _strongly_connected(project_graph())
     assert cycles == [], "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def _app_of(module: str) -> str | None:
+    """`apps.<app>` of a module; None for the shared core and for any app's models, which
+    every layer may import (ARCHITECTURE §2)."""
+    parts = module.split(".")
+    if parts[0] != "apps" or len(parts) < 2 or parts[1] == "core":
+        return None
+    if len(parts) > 2 and parts[2] == "models":
+        return None
+    return ".".join(parts[:2])
+
+
+def app_graph() -> dict[str, set[str]]:
+    """Which app imports which, models and core aside, function-local and TYPE_CHECKING
+    imports included (grimp reads both)."""
+    graph: dict[str, set[str]] = {}
+    for module, imported in project_graph().items():
+        source = _app_of(module) if module.startswith("apps.") else None
+        if source is None and module.startswith("apps.") and ".models" not in module:
+            continue  # the core
+        if source is None:
+            continue
+        graph.setdefault(source, set())
+        for target in imported:
+            app = _app_of(target)
+            if app is not None and app != source:
+                graph[source].add(app)
+    for targets in list(graph.values()):
+        for target in targets:
+            graph.setdefault(target, set())
+    return graph
+
+
+def test_no_two_apps_depend_on_each_other_directly_or_through_others():
+    cycles = _strongly_connected(app_graph())
+    assert cycles == [], "apps importing each other: " + "; ".join(" <-> ".join(c) for c in cycles)
