@@ -9,8 +9,8 @@ from django import forms
 from django.conf import settings
 
 from apps.core.errors import JobWeaverError
+from apps.jobs.python_tasks.registry import registered_paths
 from apps.jobs.validation import JobSpec, parse_job_request
-from apps.tasks.registry import registered_paths
 
 EXAMPLE_STEPS = json.dumps(
     [{"action": "LOG", "message": "hello"}, {"action": "SLEEP", "durationMs": 500}], indent=2

@@ -20,8 +20,8 @@ from django.utils import timezone
 
 from apps.core.errors import InvalidBatch, InvalidRequest
 from apps.core.jsonutil import forbidden_character
+from apps.jobs.python_tasks.payload import validate_task_payload
 from apps.scheduler.limits import checked_key, checked_queue_name
-from apps.tasks.payload import validate_task_payload
 
 JOB_TYPES = ("SIMULATION", "TASK")
 MAX_DURATION_MS = 600_000
