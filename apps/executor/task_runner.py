@@ -36,7 +36,6 @@ from django.db import connections
 
 from apps.core.errors import InvalidRequest
 from apps.executor.engine import SLICE_SECONDS, StepContext, StepFailed
-from apps.executor.selectors import attempts_for_jobs
 from apps.executor.services import ClaimedAttempt
 from apps.jobs.python_tasks.compat import Task, TaskResult, task_finished, task_started
 from apps.jobs.python_tasks.context import JobWeaverTaskContext
@@ -44,7 +43,7 @@ from apps.jobs.python_tasks.exceptions import NonRetryableError, TaskTimedOut
 from apps.jobs.python_tasks.payload import json_only
 from apps.jobs.python_tasks.registry import registry_get
 from apps.jobs.python_tasks.results import TaskResultsBackend, jobweaver_backend
-from apps.jobs.selectors import job_get
+from apps.jobs.selectors import attempts_for_jobs, job_get
 
 logger = logging.getLogger(__name__)
 

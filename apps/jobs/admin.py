@@ -40,9 +40,9 @@ from apps.dashboard.forms import JobSubmitForm
 from apps.dashboard.selectors import discarded_since_failure, job_events
 from apps.dashboard.services import BULK_ACTIONS, jobs_bulk_apply
 from apps.executor.models import AttemptOutcome, ExecutionAttempt
-from apps.executor.selectors import attempts_for_jobs
 from apps.jobs.models import Job, JobType
 from apps.jobs.representation import job_to_dict
+from apps.jobs.selectors import attempts_for_jobs
 from apps.jobs.services import job_submit
 from apps.scheduler.models import ExecutionStatus, JobExecution
 

@@ -11,7 +11,7 @@ from django.db.models import Count, Min, Q, QuerySet
 
 from apps.accounts.selectors import holds
 from apps.core.errors import InvalidRequest, JobNotFound
-from apps.executor.selectors import attempts_finished_since, attempts_for_jobs
+from apps.executor.models import AttemptOutcome, ExecutionAttempt
 from apps.jobs.models import Job
 from apps.jobs.representation import attempt_to_dict, job_to_dict
 from apps.scheduler.models import ExecutionStatus, JobExecution
@@ -26,6 +26,27 @@ def parse_job_id(raw: str | uuid.UUID) -> uuid.UUID:
     except ValueError:
         # Not a job id at all, so the error's jobId (a UUID) stays empty; the message names it.
         raise JobNotFound(f"Job {str(raw)[:100]} not found") from None
+
+
+def attempts_for_jobs(*, job_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[ExecutionAttempt]]:
+    """Attempts of each job, oldest first (one query for a whole page)."""
+    grouped: dict[uuid.UUID, list[ExecutionAttempt]] = {job_id: [] for job_id in job_ids}
+    for attempt in ExecutionAttempt.objects.filter(job_id__in=job_ids).order_by(
+        "job_id", "attempt"
+    ):
+        grouped[attempt.job_id].append(attempt)
+    return grouped
+
+
+def attempts_finished_since(*, job_ids, since: datetime) -> dict[str, int]:
+    """How many attempts of these jobs (ids or a subquery) finished since `since`, and how many
+    of those failed (FAILURE or LOST)."""
+    return ExecutionAttempt.objects.filter(job_id__in=job_ids, finished_at__gte=since).aggregate(
+        finished=Count("event_id"),
+        failed=Count(
+            "event_id", filter=Q(outcome__in=[AttemptOutcome.FAILURE, AttemptOutcome.LOST])
+        ),
+    )
 
 
 VIEW_ALL_JOBS = "jobs.view_all_jobs"

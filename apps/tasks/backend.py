@@ -27,7 +27,6 @@ from django.db import transaction
 from django.utils.version import PY311
 
 from apps.core.errors import InvalidRequest, JobNotFound
-from apps.executor.selectors import attempts_for_jobs
 from apps.jobs.models import JobType
 from apps.jobs.python_tasks import priority
 from apps.jobs.python_tasks.compat import (
@@ -40,7 +39,7 @@ from apps.jobs.python_tasks.compat import (
 from apps.jobs.python_tasks.payload import validate_task_payload
 from apps.jobs.python_tasks.registry import registry_get
 from apps.jobs.python_tasks.results import TaskResultsBackend
-from apps.jobs.selectors import job_get
+from apps.jobs.selectors import attempts_for_jobs, job_get
 from apps.jobs.services import MAX_IDEMPOTENCY_KEY_CHARS, job_submit
 from apps.jobs.validation import JobSpec
 
