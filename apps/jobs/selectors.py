@@ -7,13 +7,15 @@ import uuid
 from datetime import datetime, timedelta
 
 from django.db import connection
-from django.db.models import Count, Min, Q, QuerySet
+from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet
 
 from apps.accounts.selectors import holds
 from apps.core.errors import InvalidRequest, JobNotFound
+from apps.dashboard.models import DeadLetterDiscard
 from apps.executor.models import AttemptOutcome, ExecutionAttempt
 from apps.jobs.models import Job
 from apps.jobs.representation import attempt_to_dict, job_to_dict
+from apps.outbox.models import OutboxEvent
 from apps.scheduler.models import ExecutionStatus, JobExecution
 from apps.scheduler.rows import status_literal
 
@@ -210,3 +212,30 @@ def job_stats(*, user=None) -> dict:
             ),
         },
     }
+
+
+# --- dead letters and events ------------------------------------------------------------------
+
+
+def discarded_since_failure(*, job="job_id", finished_at="finished_at") -> Exists:
+    """Whether a job's current dead letter was discarded (a discard at or after its failure).
+    `job` and `finished_at` name the job id and the execution's finish time from the model
+    queried (defaults: JobExecution's; from Job: "id" and "execution__finished_at")."""
+    return Exists(
+        DeadLetterDiscard.objects.filter(
+            job_id=OuterRef(job), discarded_at__gte=OuterRef(finished_at)
+        )
+    )
+
+
+def is_discarded(*, job_id: uuid.UUID, finished_at: datetime | None) -> bool:
+    discards = DeadLetterDiscard.objects.filter(job_id=job_id)
+    if finished_at is not None:
+        discards = discards.filter(discarded_at__gte=finished_at)
+    return discards.exists()
+
+
+def job_events(*, job_id: uuid.UUID) -> list[OutboxEvent]:
+    """The job's domain events (job-created, job-completed, ...), oldest first, with whether
+    the relay has published each."""
+    return list(OutboxEvent.objects.filter(key=str(job_id)).order_by("created_at", "id"))
