@@ -6,7 +6,7 @@ dashboard's Resume) is one transaction. A statement that waits out the lock time
 held by concurrent work, or that PostgreSQL cancels at the statement timeout, rolls that
 transaction back: nothing was changed, and the operator's next step is to try again, as the
 API's 429 and the commands' exit 1 say (apps.core.db). Bulk actions skip a busy job and go on
-(apps/dashboard/services.py); this covers every other page of the admin.
+(apps/jobs/operations.py); this covers every other page of the admin.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Reads for the cockpit: the dashboard's figures, the dead-letter desk's groups, a job's
-path and events. Every figure is computed in a fixed number of queries, on the database clock."""
+"""Reads for the cockpit: the dashboard's figures and the dead-letter desk's groups. Every
+figure is computed in a fixed number of queries, on the database clock."""
 
 from __future__ import annotations
 
@@ -9,12 +9,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import connection
-from django.db.models import Count, Exists, Max, Min, OuterRef, Q, QuerySet
+from django.db.models import Count, Max, Min, Q, QuerySet
 from django.db.models.functions import Left
 
-from apps.dashboard.models import DeadLetterDiscard
 from apps.executor.models import AttemptOutcome, ExecutionAttempt
-from apps.outbox.models import OutboxEvent
+from apps.jobs.selectors import discarded_since_failure
 from apps.scheduler.flow import live_executors
 from apps.scheduler.models import ExecutionStatus, JobExecution
 
@@ -34,24 +33,6 @@ def database_now() -> datetime:
 
 
 # --- dead letters -------------------------------------------------------------------------------
-
-
-def discarded_since_failure(*, job="job_id", finished_at="finished_at") -> Exists:
-    """Whether a job's current dead letter was discarded (a discard at or after its failure).
-    `job` and `finished_at` name the job id and the execution's finish time from the model
-    queried (defaults: JobExecution's; from Job: "id" and "execution__finished_at")."""
-    return Exists(
-        DeadLetterDiscard.objects.filter(
-            job_id=OuterRef(job), discarded_at__gte=OuterRef(finished_at)
-        )
-    )
-
-
-def is_discarded(*, job_id: uuid.UUID, finished_at: datetime | None) -> bool:
-    discards = DeadLetterDiscard.objects.filter(job_id=job_id)
-    if finished_at is not None:
-        discards = discards.filter(discarded_at__gte=finished_at)
-    return discards.exists()
 
 
 def dead_letters() -> QuerySet[JobExecution]:
@@ -214,12 +195,3 @@ def database_health() -> dict:
         cursor.execute("SHOW server_version")
         (version,) = cursor.fetchone()
     return {"ok": True, "version": version, "ms": round((time.monotonic() - started) * 1000, 1)}
-
-
-# --- one job ------------------------------------------------------------------------------------
-
-
-def job_events(*, job_id: uuid.UUID) -> list[OutboxEvent]:
-    """The job's domain events (job-created, job-completed, ...), oldest first, with whether
-    the relay has published each."""
-    return list(OutboxEvent.objects.filter(key=str(job_id)).order_by("created_at", "id"))

@@ -19,7 +19,6 @@ from django.views.decorators.http import require_http_methods
 
 from apps.core.errors import InvalidRequest
 from apps.core.timeutil import iso
-from apps.dashboard.adminlog import log_bulk_action, report_to_operator
 from apps.dashboard.charts import throughput_svg
 from apps.dashboard.kafka_status import kafka_status
 from apps.dashboard.selectors import (
@@ -33,7 +32,8 @@ from apps.dashboard.selectors import (
     recent_failures,
     status_counts,
 )
-from apps.dashboard.services import BULK_ACTIONS, jobs_bulk_apply
+from apps.jobs.adminlog import log_bulk_action, report_to_operator
+from apps.jobs.operations import BULK_ACTIONS, jobs_bulk_apply
 from apps.scheduler.models import Pause
 from apps.scheduler.selectors import (
     concurrency_limit_list,

@@ -1,6 +1,6 @@
 """The named transitions of a job's execution (ARCHITECTURE §4), one function each.
 
-    created                        execution_create, executions_create      (submission)
+    created                        executions_create                        (submission)
     dispatch, set_aside, put_back  apps/engine/claim/                        (the dispatcher)
     start, heartbeat, complete     execution_start, _heartbeat, _complete   (fenced, one statement)
     retry | dead_letter            execution_fail                           (worker)
@@ -78,11 +78,6 @@ def executions_create(*, jobs: list) -> list[JobExecution]:
     )
     events_written()
     return executions
-
-
-def execution_create(*, job) -> JobExecution:
-    (execution,) = executions_create(jobs=[job])
-    return execution
 
 
 # --- the worker that holds the fencing token ------------------------------------------------------
@@ -493,7 +488,6 @@ __all__ = [
     "Started",
     "execution_cancel",
     "execution_complete",
-    "execution_create",
     "execution_end_cancelled",
     "execution_fail",
     "execution_heartbeat",

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import time
 
-from apps.tasks.compat import task
-from apps.tasks.context import JobWeaverTaskContext
+from apps.jobs.python_tasks.compat import task
+from apps.jobs.python_tasks.context import JobWeaverTaskContext
 
 SLICE_SECONDS = 0.05
 

@@ -35,16 +35,15 @@ from django.conf import settings
 from django.db import connections
 
 from apps.core.errors import InvalidRequest
-from apps.executor.selectors import attempts_for_jobs
 from apps.executor.services import ClaimedAttempt
 from apps.executor.steps import SLICE_SECONDS, StepContext, StepFailed
-from apps.jobs.selectors import job_get
-from apps.tasks.backend import JobWeaverBackend, jobweaver_backend
-from apps.tasks.compat import Task, TaskResult, task_finished, task_started
-from apps.tasks.context import JobWeaverTaskContext
-from apps.tasks.exceptions import NonRetryableError, TaskTimedOut
-from apps.tasks.payload import json_only
-from apps.tasks.registry import registry_get
+from apps.jobs.python_tasks.compat import Task, TaskResult, task_finished, task_started
+from apps.jobs.python_tasks.context import JobWeaverTaskContext
+from apps.jobs.python_tasks.exceptions import NonRetryableError, TaskTimedOut
+from apps.jobs.python_tasks.payload import json_only
+from apps.jobs.python_tasks.registry import registry_get
+from apps.jobs.python_tasks.results import TaskResultsBackend, jobweaver_backend
+from apps.jobs.selectors import attempts_for_jobs, job_get
 
 logger = logging.getLogger(__name__)
 
@@ -198,7 +197,7 @@ def _json_result(value: Any) -> Any:
     return value
 
 
-def _task_result(backend: JobWeaverBackend, job_id: uuid.UUID) -> TaskResult:
+def _task_result(backend: TaskResultsBackend, job_id: uuid.UUID) -> TaskResult:
     job = job_get(job_id=job_id)
     return backend.result_for_job(job, attempts_for_jobs(job_ids=[job.id])[job.id])
 
@@ -216,7 +215,7 @@ def announce_finished(claimed: ClaimedAttempt) -> None:
     _announce(task_finished, backend, task_result)
 
 
-def _announce(signal, backend: JobWeaverBackend, task_result: TaskResult) -> None:
+def _announce(signal, backend: TaskResultsBackend, task_result: TaskResult) -> None:
     for receiver, response in signal.send_robust(type(backend), task_result=task_result):
         if isinstance(response, Exception):
             logger.warning("task signal receiver %r raised %r", receiver, response)

@@ -4,7 +4,7 @@ every job matching a filter (retry, cancel, run now, discard a dead letter).
 Jobs are read-only here. They are created through the submission service (the API, `manage.py
 submit_job`, or this admin's "Submit a job" page, which validates like the API) and move only
 through the scheduler's transitions, so the admin never edits a row: its actions call the same
-services as the API (apps/dashboard/services.py applies one per job and reports the skipped).
+services as the API (apps/jobs/operations.py applies one per job and reports the skipped).
 """
 
 from __future__ import annotations
@@ -35,15 +35,14 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from apps.core.admin_tools import ExactSearchMixin
 from apps.core.errors import JobWeaverError
 from apps.core.timeutil import iso
-from apps.dashboard.adminlog import log_bulk_action, report_to_operator
-from apps.dashboard.forms import JobSubmitForm
-from apps.dashboard.selectors import discarded_since_failure, job_events
-from apps.dashboard.services import BULK_ACTIONS, jobs_bulk_apply
 from apps.executor.models import ExecutionAttempt
-from apps.executor.selectors import attempts_for_jobs
+from apps.jobs.adminlog import log_bulk_action, report_to_operator
+from apps.jobs.forms import JobSubmitForm
 from apps.jobs.kinds import kind_of
 from apps.jobs.models import Job
+from apps.jobs.operations import BULK_ACTIONS, jobs_bulk_apply
 from apps.jobs.representation import job_to_dict
+from apps.jobs.selectors import attempts_for_jobs, discarded_since_failure, job_events
 from apps.jobs.services import job_submit
 from apps.scheduler.models import ExecutionStatus, JobExecution
 

@@ -7,13 +7,15 @@ import uuid
 from datetime import datetime, timedelta
 
 from django.db import connection
-from django.db.models import Count, Min, Q, QuerySet
+from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet
 
 from apps.accounts.selectors import holds
 from apps.core.errors import InvalidRequest, JobNotFound
-from apps.executor.selectors import attempts_finished_since, attempts_for_jobs
+from apps.dashboard.models import DeadLetterDiscard
+from apps.executor.models import AttemptOutcome, ExecutionAttempt
 from apps.jobs.models import Job
 from apps.jobs.representation import attempt_to_dict, job_to_dict
+from apps.outbox.models import OutboxEvent
 from apps.scheduler.models import ExecutionStatus, JobExecution, status_literal
 
 
@@ -25,6 +27,27 @@ def parse_job_id(raw: str | uuid.UUID) -> uuid.UUID:
     except ValueError:
         # Not a job id at all, so the error's jobId (a UUID) stays empty; the message names it.
         raise JobNotFound(f"Job {str(raw)[:100]} not found") from None
+
+
+def attempts_for_jobs(*, job_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[ExecutionAttempt]]:
+    """Attempts of each job, oldest first (one query for a whole page)."""
+    grouped: dict[uuid.UUID, list[ExecutionAttempt]] = {job_id: [] for job_id in job_ids}
+    for attempt in ExecutionAttempt.objects.filter(job_id__in=job_ids).order_by(
+        "job_id", "attempt"
+    ):
+        grouped[attempt.job_id].append(attempt)
+    return grouped
+
+
+def attempts_finished_since(*, job_ids, since: datetime) -> dict[str, int]:
+    """How many attempts of these jobs (ids or a subquery) finished since `since`, and how many
+    of those failed (FAILURE or LOST)."""
+    return ExecutionAttempt.objects.filter(job_id__in=job_ids, finished_at__gte=since).aggregate(
+        finished=Count("event_id"),
+        failed=Count(
+            "event_id", filter=Q(outcome__in=[AttemptOutcome.FAILURE, AttemptOutcome.LOST])
+        ),
+    )
 
 
 VIEW_ALL_JOBS = "jobs.view_all_jobs"
@@ -183,3 +206,30 @@ def job_stats(*, user=None) -> dict:
             ),
         },
     }
+
+
+# --- dead letters and events ------------------------------------------------------------------
+
+
+def discarded_since_failure(*, job="job_id", finished_at="finished_at") -> Exists:
+    """Whether a job's current dead letter was discarded (a discard at or after its failure).
+    `job` and `finished_at` name the job id and the execution's finish time from the model
+    queried (defaults: JobExecution's; from Job: "id" and "execution__finished_at")."""
+    return Exists(
+        DeadLetterDiscard.objects.filter(
+            job_id=OuterRef(job), discarded_at__gte=OuterRef(finished_at)
+        )
+    )
+
+
+def is_discarded(*, job_id: uuid.UUID, finished_at: datetime | None) -> bool:
+    discards = DeadLetterDiscard.objects.filter(job_id=job_id)
+    if finished_at is not None:
+        discards = discards.filter(discarded_at__gte=finished_at)
+    return discards.exists()
+
+
+def job_events(*, job_id: uuid.UUID) -> list[OutboxEvent]:
+    """The job's domain events (job-created, job-completed, ...), oldest first, with whether
+    the relay has published each."""
+    return list(OutboxEvent.objects.filter(key=str(job_id)).order_by("created_at", "id"))

@@ -18,7 +18,7 @@ from apps.core.db import DatabaseNow, assert_in_transaction, insert_rows, second
 from apps.core.errors import Forbidden, IdempotencyConflict, InvalidRequest, QuotaExceeded
 from apps.core.logcontext import log_context
 from apps.core.tracing import current_traceparent
-from apps.engine.executions import execution_create, executions_create
+from apps.engine.executions import executions_create
 from apps.jobs.models import Job
 from apps.jobs.selectors import active_job_count, parse_job_id
 from apps.jobs.validation import JobSpec
@@ -51,14 +51,6 @@ class SubmitResult:
     created: bool  # False when an idempotency key or a unique key returned an earlier job
 
 
-def _clean_trace_id(trace_id: str | None) -> str:
-    if not trace_id:
-        return uuid.uuid4().hex
-    if not TRACE_ID_PATTERN.match(trace_id):
-        raise InvalidRequest("X-Trace-Id must be 1-64 characters of letters, digits, . _ : -")
-    return trace_id
-
-
 def job_submit(
     *,
     spec: JobSpec,
@@ -67,7 +59,8 @@ def job_submit(
     trace_id: str | None = None,
 ) -> SubmitResult:
     """Persist a validated job with its PENDING execution and a JobCreated event, in one
-    transaction, then dispatch it at once if it is due (fast path).
+    transaction, then dispatch it at once if it is due (fast path): the batch pipeline with a
+    batch of one.
 
     With an idempotency key (scoped to `submitted_by`), a replay of the same request returns the
     original job; the same key with a different request raises IdempotencyConflict. With a
@@ -75,22 +68,52 @@ def job_submit(
     spec's scope is returned instead of a new one, whatever its request was.
     """
     trace_id = _clean_trace_id(trace_id)
+    fingerprint = None
     if idempotency_key is not None:
         _check_idempotency_key(idempotency_key)
-    fingerprint = spec.fingerprint()
-    if idempotency_key is not None:
+        fingerprint = spec.fingerprint()
         existing = _job_by_idempotency_key(submitted_by, idempotency_key)
         if existing is not None:
             return _replay(existing, fingerprint)
     try:
-        job, created = _job_create(spec, submitted_by, idempotency_key, fingerprint, trace_id)
+        [(job, created)] = _jobs_submit(
+            [spec], submitted_by=submitted_by, trace_id=trace_id, idempotency_key=idempotency_key
+        )
     except IntegrityError:
         # A concurrent request with the same key won the race: replay its job.
+        if idempotency_key is None:
+            raise
         existing = _job_by_idempotency_key(submitted_by, idempotency_key)
-        if idempotency_key is None or existing is None:
+        if existing is None:
             raise
         return _replay(existing, fingerprint)
     return SubmitResult(job=job, created=created)
+
+
+def job_submit_batch(
+    *, specs: list[JobSpec], submitted_by=None, trace_id: str | None = None
+) -> list[Job]:
+    """Persist validated jobs, all or none, in one transaction of bulk INSERTs (jobs, their
+    PENDING executions, their JobCreated events), then dispatch the due ones with one call.
+
+    The jobs share `trace_id` when one is given (one request, one trace); otherwise each gets
+    its own. Idempotency keys are per job and not offered here. An item with a unique key that
+    matches a job in its scope (or an earlier item of this batch) gets that job in its place:
+    the result holds one job per item, in order, created or not.
+    """
+    limit = settings.JOBWEAVER_MAX_BATCH_JOBS
+    if not 0 < len(specs) <= limit:
+        raise InvalidRequest(f"a batch holds 1 to {limit} jobs, got {len(specs)}")
+    trace_id = _clean_trace_id(trace_id) if trace_id else None
+    return [job for job, _ in _jobs_submit(specs, submitted_by=submitted_by, trace_id=trace_id)]
+
+
+def _clean_trace_id(trace_id: str | None) -> str:
+    if not trace_id:
+        return uuid.uuid4().hex
+    if not TRACE_ID_PATTERN.match(trace_id):
+        raise InvalidRequest("X-Trace-Id must be 1-64 characters of letters, digits, . _ : -")
+    return trace_id
 
 
 def _check_idempotency_key(key: str) -> None:
@@ -99,6 +122,50 @@ def _check_idempotency_key(key: str) -> None:
         raise InvalidRequest(f"Idempotency-Key must be 1-{limit} characters, got {len(key)}")
     if not IDEMPOTENCY_KEY_PATTERN.match(key):
         raise InvalidRequest("Idempotency-Key must be printable ASCII")
+
+
+def _job_by_idempotency_key(submitted_by, key: str) -> Job | None:
+    return (
+        Job.objects.select_related("execution")
+        .filter(submitted_by=submitted_by, idempotency_key=key)
+        .first()
+    )
+
+
+def _replay(job: Job, fingerprint: str) -> SubmitResult:
+    if job.request_fingerprint != fingerprint:
+        raise IdempotencyConflict(
+            "Idempotency-Key was already used with a different request", job_id=job.id
+        )
+    return SubmitResult(job=job, created=False)
+
+
+@transaction.atomic
+def _jobs_submit(
+    specs: list[JobSpec],
+    *,
+    submitted_by,
+    trace_id: str | None,
+    idempotency_key: str | None = None,
+) -> list[tuple[Job, bool]]:
+    """The one submission pipeline: per item, in order, its new job (created) or the job in
+    scope with its unique key (not created). `trace_id` is shared by the new jobs; None gives
+    each its own. An idempotency key is a single submit's (a batch of one)."""
+    assert idempotency_key is None or len(specs) == 1, "an idempotency key names one job"
+    duplicates = _unique_duplicates(specs, submitted_by)
+    new_specs = [spec for index, spec in enumerate(specs) if index not in duplicates]
+    jobs = _jobs_create(new_specs, submitted_by, trace_id, idempotency_key) if new_specs else []
+    created = iter(jobs)
+    in_order: list[tuple[Job, bool]] = []
+    for index in range(len(specs)):
+        duplicate = duplicates.get(index)
+        if duplicate is None:
+            in_order.append((next(created), True))
+        elif isinstance(duplicate, int):  # an earlier item of this batch
+            in_order.append((in_order[duplicate][0], False))
+        else:
+            in_order.append((duplicate, False))
+    return in_order
 
 
 def _check_priority_allowed(specs: list[JobSpec], submitted_by) -> None:
@@ -140,22 +207,6 @@ def _check_active_cap(submitted_by, added: int) -> None:
         )
 
 
-def _job_by_idempotency_key(submitted_by, key: str) -> Job | None:
-    return (
-        Job.objects.select_related("execution")
-        .filter(submitted_by=submitted_by, idempotency_key=key)
-        .first()
-    )
-
-
-def _replay(job: Job, fingerprint: str) -> SubmitResult:
-    if job.request_fingerprint != fingerprint:
-        raise IdempotencyConflict(
-            "Idempotency-Key was already used with a different request", job_id=job.id
-        )
-    return SubmitResult(job=job, created=False)
-
-
 def _lock_unique_keys(submitted_by, keys: list[str]) -> None:
     """Serialize the submissions of these unique keys until commit. Must run inside the submit
     transaction, before the look-up: a concurrent submitter of the same key waits here, and
@@ -183,97 +234,7 @@ def _unique_duplicate(spec: JobSpec, submitted_by) -> Job | None:
     return jobs.order_by("-created_at").first()
 
 
-@transaction.atomic
-def _job_create(
-    spec: JobSpec, submitted_by, idempotency_key, fingerprint, trace_id
-) -> tuple[Job, bool]:
-    """The new job, created; or, with a unique key, the duplicate in scope, not created."""
-    if spec.unique_key is not None:
-        _lock_unique_keys(submitted_by, [spec.unique_key])
-        duplicate = _unique_duplicate(spec, submitted_by)
-        if duplicate is not None:
-            return duplicate, False
-    _check_priority_allowed([spec], submitted_by)
-    job = _job_from_spec(
-        spec,
-        submitted_by=submitted_by,
-        trace_id=trace_id,
-        traceparent=current_traceparent(),
-        fingerprint=fingerprint,
-        idempotency_key=idempotency_key,
-    )
-    job.save(force_insert=True)
-    job.execution = execution_create(job=job)
-    _check_active_cap(submitted_by, 1)
-    metrics.count_on_commit(metrics.JOBS_SUBMITTED.labels(job.job_type).inc)
-    transaction.on_commit(lambda: dispatch_job_now(job.id))
-    with log_context(trace_id=trace_id, job_id=job.id):
-        logger.info("job %s submitted (trace %s)", job.id, trace_id)
-    return job, True
-
-
-def _job_from_spec(
-    spec: JobSpec,
-    *,
-    submitted_by,
-    trace_id: str,
-    traceparent: str,
-    fingerprint: str,
-    idempotency_key: str | None = None,
-) -> Job:
-    """The unsaved Job row of a validated request: one mapping for single and batch submits."""
-    return Job(
-        job_type=spec.job_type,
-        instruction=spec.instruction,
-        trace_id=trace_id,
-        traceparent=traceparent,
-        idempotency_key=idempotency_key,
-        request_fingerprint=fingerprint,
-        priority=spec.priority,
-        max_retries=spec.max_retries,
-        run_at=spec.run_at,
-        timeout_seconds=spec.timeout_seconds,
-        queue_name=spec.queue_name,
-        task_priority=spec.task_priority,
-        unique_key=spec.unique_key,
-        concurrency_key=spec.concurrency_key,
-        submitted_by=submitted_by,
-    )
-
-
-@transaction.atomic
-def job_submit_batch(
-    *, specs: list[JobSpec], submitted_by=None, trace_id: str | None = None
-) -> list[Job]:
-    """Persist validated jobs, all or none, in one transaction of bulk INSERTs (jobs, their
-    PENDING executions, their JobCreated events), then dispatch the due ones with one call.
-
-    The jobs share `trace_id` when one is given (one request, one trace); otherwise each gets
-    its own. Idempotency keys are per job and not offered here. An item with a unique key that
-    matches a job in its scope (or an earlier item of this batch) gets that job in its place:
-    the result holds one job per item, in order, created or not.
-    """
-    limit = settings.JOBWEAVER_MAX_BATCH_JOBS
-    if not 0 < len(specs) <= limit:
-        raise InvalidRequest(f"a batch holds 1 to {limit} jobs, got {len(specs)}")
-    shared_trace_id = _clean_trace_id(trace_id) if trace_id else None
-    duplicates = _batch_duplicates(specs, submitted_by)
-    new_specs = [spec for index, spec in enumerate(specs) if index not in duplicates]
-    jobs = _batch_create(new_specs, submitted_by, shared_trace_id) if new_specs else []
-    created = iter(jobs)
-    in_order: list[Job] = []
-    for index in range(len(specs)):
-        duplicate = duplicates.get(index)
-        if duplicate is None:
-            in_order.append(next(created))
-        elif isinstance(duplicate, int):  # an earlier item of this batch
-            in_order.append(in_order[duplicate])
-        else:
-            in_order.append(duplicate)
-    return in_order
-
-
-def _batch_duplicates(specs: list[JobSpec], submitted_by) -> dict[int, Job | int]:
+def _unique_duplicates(specs: list[JobSpec], submitted_by) -> dict[int, Job | int]:
     """Items that create no job, by index: the job in scope with the same unique key, or the
     index of the earlier item with that key. Must run inside the submit transaction."""
     keyed = [(index, spec) for index, spec in enumerate(specs) if spec.unique_key is not None]
@@ -293,16 +254,21 @@ def _batch_duplicates(specs: list[JobSpec], submitted_by) -> dict[int, Job | int
     return duplicates
 
 
-def _batch_create(specs: list[JobSpec], submitted_by, shared_trace_id: str | None) -> list[Job]:
+def _jobs_create(
+    specs: list[JobSpec], submitted_by, trace_id: str | None, idempotency_key: str | None
+) -> list[Job]:
+    """Write the new jobs with one INSERT each for the jobs, their executions and their
+    JobCreated events, check the cap, and dispatch them after commit."""
     _check_priority_allowed(specs, submitted_by)
     traceparent = current_traceparent()
     jobs = [
         _job_from_spec(
             spec,
             submitted_by=submitted_by,
-            trace_id=shared_trace_id or uuid.uuid4().hex,
+            trace_id=trace_id or uuid.uuid4().hex,
             traceparent=traceparent,
             fingerprint=spec.fingerprint(),
+            idempotency_key=idempotency_key,
         )
         for spec in specs
     ]
@@ -316,12 +282,50 @@ def _batch_create(specs: list[JobSpec], submitted_by, shared_trace_id: str | Non
         submitted = metrics.JOBS_SUBMITTED.labels(job_type)
         metrics.count_on_commit(lambda submitted=submitted, count=count: submitted.inc(count))
     transaction.on_commit(lambda: _dispatch_now(job_ids))
-    logger.info("batch of %d jobs submitted", len(jobs))
+    if len(jobs) == 1:
+        (job,) = jobs
+        with log_context(trace_id=job.trace_id, job_id=job.id):
+            logger.info("job %s submitted (trace %s)", job.id, job.trace_id)
+    else:
+        logger.info("batch of %d jobs submitted", len(jobs))
     return jobs
 
 
+def _job_from_spec(
+    spec: JobSpec,
+    *,
+    submitted_by,
+    trace_id: str,
+    traceparent: str,
+    fingerprint: str,
+    idempotency_key: str | None = None,
+) -> Job:
+    """The unsaved Job row of a validated request."""
+    return Job(
+        job_type=spec.job_type,
+        instruction=spec.instruction,
+        trace_id=trace_id,
+        traceparent=traceparent,
+        idempotency_key=idempotency_key,
+        request_fingerprint=fingerprint,
+        priority=spec.priority,
+        max_retries=spec.max_retries,
+        run_at=spec.run_at,
+        timeout_seconds=spec.timeout_seconds,
+        queue_name=spec.queue_name,
+        task_priority=spec.task_priority,
+        unique_key=spec.unique_key,
+        concurrency_key=spec.concurrency_key,
+        submitted_by=submitted_by,
+    )
+
+
 def _dispatch_now(job_ids: list[uuid.UUID]) -> None:
-    """Fast path after a batch commits, best effort like `dispatch_job_now`."""
+    """Fast path after a submit commits, best effort: on a broker error the jobs stay PENDING
+    and the next dispatch sends them."""
+    if len(job_ids) == 1:
+        dispatch_job_now(job_ids[0])  # the scheduler's own fast path for one job
+        return
     try:
         dispatch_due_jobs(job_ids=job_ids)
     except Exception:  # the beat tick is the safety net; the error is logged with its traceback

@@ -106,10 +106,10 @@ def warm_up_publisher() -> None:
             # Declaring the queue creates the channel's Kafka clients and learns the topic.
             producer.channel.queue_declare(queue=topic_name(RUN_JOB))
             kafka_producer = producer.channel.producer
-        # librdkafka's idempotent producer asks for its producer id on a timer, about 500 ms
-        # after it starts; a produce before that waits for it (measured: the first publish
-        # took ~520 ms, the next ones 1 ms). Serve the client past that point, after giving
-        # the pooled producer back so a dispatch meanwhile uses this one, not a cold one.
+        # librdkafka's idempotent producer asks for its producer id on a timer after it
+        # starts, and a produce before that waits for it (bench/NOTES.md). Serve the client
+        # past that point, after giving the pooled producer back so a dispatch meanwhile uses
+        # this one, not a cold one.
         deadline = time.monotonic() + PRODUCER_ID_WAIT_SECONDS
         while time.monotonic() < deadline:
             kafka_producer.poll(0.05)

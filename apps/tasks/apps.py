@@ -1,6 +1,6 @@
 from django.apps import AppConfig
 
-from apps.tasks.registry import registry_build
+from apps.jobs.python_tasks.registry import registry_build
 
 
 class TasksConfig(AppConfig):

@@ -6,11 +6,12 @@
 API and the CLI: one Job row, its PENDING execution and its JobCreated event, written in the
 caller's transaction (a rollback leaves nothing), dispatched once that transaction commits.
 `run_after` becomes the job's runAt, the DEP 14 priority (-100 … 100) is mapped onto ours
-(apps/tasks/priority.py), `queue_name` is recorded. From then on the job is like any other:
-leases, retries with backoff, the dead-letter queue, cancellation, history.
+(apps/jobs/python_tasks/priority.py), `queue_name` is recorded. From then on the job is like any
+other: leases, retries with backoff, the dead-letter queue, cancellation, history.
 
 `get_result` reads our tables: the execution's status, the attempts (worker ids, the exception
-of each failed one) and the return value recorded with the SUCCESS attempt.
+of each failed one) and the return value recorded with the SUCCESS attempt, mapped by the base
+class the executor shares (apps/jobs/python_tasks/results.py).
 
 Per-task options where DEP 14 leaves room (the `task_class` below): `max_retries`,
 `timeout_seconds` and `idempotency_key`, given to `@task(...)` or to `.with_options(...)`.
@@ -26,47 +27,21 @@ from django.db import transaction
 from django.utils.version import PY311
 
 from apps.core.errors import InvalidRequest, JobNotFound
-from apps.executor.models import AttemptOutcome, ExecutionAttempt
-from apps.executor.selectors import attempts_for_jobs
 from apps.jobs.kinds import TASK, kind_of
-from apps.jobs.models import Job
-from apps.jobs.selectors import job_get
-from apps.jobs.services import MAX_IDEMPOTENCY_KEY_CHARS, job_submit
-from apps.jobs.validation import JobSpec
-from apps.scheduler.models import ExecutionStatus
-from apps.tasks import priority
-from apps.tasks.compat import (
-    BaseTaskBackend,
+from apps.jobs.python_tasks import priority
+from apps.jobs.python_tasks.compat import (
     InvalidTaskError,
     Task,
-    TaskError,
     TaskResult,
     TaskResultDoesNotExist,
-    TaskResultStatus,
-    task_backends,
     task_enqueued,
 )
-from apps.tasks.exceptions import AttemptLost, TaskCancelled
-from apps.tasks.payload import validate_task_payload
-from apps.tasks.registry import registry_get
-
-STATUS_OF_EXECUTION = {
-    ExecutionStatus.PENDING: TaskResultStatus.READY,  # new, or waiting for its next retry
-    ExecutionStatus.DISPATCHED: TaskResultStatus.READY,  # sent to an executor, not started
-    ExecutionStatus.RUNNING: TaskResultStatus.RUNNING,
-    ExecutionStatus.COMPLETED: TaskResultStatus.SUCCESSFUL,
-    ExecutionStatus.FAILED: TaskResultStatus.FAILED,  # dead-lettered
-    ExecutionStatus.CANCELLED: TaskResultStatus.FAILED,  # DEP 14 has no "cancelled"
-}
-# Attempts that did not end by raising: the exception class their TaskError names.
-ERROR_OF_OUTCOME = {
-    AttemptOutcome.LOST: AttemptLost,
-    AttemptOutcome.CANCELLED: TaskCancelled,
-}
-
-
-def _class_path(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
+from apps.jobs.python_tasks.payload import validate_task_payload
+from apps.jobs.python_tasks.registry import registry_get
+from apps.jobs.python_tasks.results import TaskResultsBackend
+from apps.jobs.selectors import attempts_for_jobs, job_get
+from apps.jobs.services import MAX_IDEMPOTENCY_KEY_CHARS, job_submit
+from apps.jobs.validation import JobSpec
 
 
 @dataclass(frozen=True, slots=PY311, kw_only=True)
@@ -100,7 +75,7 @@ class JobWeaverTask(Task):
         return replace(self, **changes)
 
 
-class JobWeaverBackend(BaseTaskBackend):
+class JobWeaverBackend(TaskResultsBackend):
     task_class = JobWeaverTask
 
     supports_defer = True
@@ -172,91 +147,7 @@ class JobWeaverBackend(BaseTaskBackend):
             raise TaskResultDoesNotExist(result_id)
         return self._result(job, attempts_for_jobs(job_ids=[job.id])[job.id])
 
-    def result_for_job(self, job: Job, attempts: list[ExecutionAttempt]) -> TaskResult:
-        """The TaskResult of a TASK job already read (with its execution) and its attempts."""
-        return self._result(job, attempts)
-
-    def _result(
-        self, job: Job, attempts: list[ExecutionAttempt], *, task: Task | None = None
-    ) -> TaskResult:
-        if task is None:
-            task = self._task_of(job)
-        execution = job.execution
-        status = STATUS_OF_EXECUTION[ExecutionStatus(execution.status)]
-        result = TaskResult(
-            task=task,
-            id=str(job.id),
-            status=status,
-            enqueued_at=job.created_at,
-            started_at=attempts[0].started_at if attempts else None,
-            last_attempted_at=attempts[-1].started_at if attempts else None,
-            finished_at=execution.finished_at if status in FINISHED else None,
-            args=job.instruction.get("args", []),
-            kwargs=job.instruction.get("kwargs", {}),
-            backend=self.alias,
-            errors=_errors(execution.status, attempts),
-            worker_ids=[attempt.worker_id for attempt in attempts],
-        )
-        if status == TaskResultStatus.SUCCESSFUL:
-            succeeded = [a for a in attempts if a.outcome == AttemptOutcome.SUCCESS]
-            value = succeeded[-1].result if succeeded else None
-            object.__setattr__(result, "_return_value", value)
-        return result
-
-    def _task_of(self, job: Job) -> Task:
-        """The registered task of a job, with the queue, priority and run_after of the job."""
-        path = job.instruction.get("task", "")
-        registered = registry_get(path)
-        if registered is None:
-            raise TaskResultDoesNotExist(f"{job.id}: task {path!r} is not registered here")
-        task_priority = job.task_priority
-        if task_priority is None:  # submitted through the API or the CLI
-            task_priority = priority.from_jobweaver(job.priority)
-        return replace(
-            registered,
-            priority=task_priority,
-            queue_name=job.queue_name,
-            run_after=job.run_at,
-            backend=self.alias,
-        )
-
-
-FINISHED = {TaskResultStatus.SUCCESSFUL, TaskResultStatus.FAILED}
-
-
-def jobweaver_backend() -> JobWeaverBackend:
-    """The configured JobWeaverBackend (settings.TASKS) that runs and reports TASK jobs."""
-    for backend in task_backends.all():
-        if isinstance(backend, JobWeaverBackend):
-            return backend
-    raise InvalidTaskError("settings.TASKS configures no JobWeaverBackend")
-
 
 def _option(task: Task, name: str, default: int) -> int:
     value = getattr(task, name, None)
     return default if value is None else value
-
-
-def _errors(status: str, attempts: list[ExecutionAttempt]) -> list[TaskError]:
-    """One TaskError per attempt that did not succeed, oldest first; a job cancelled before it
-    ever ran gets one too, so a FAILED result always says why."""
-    errors = []
-    for attempt in attempts:
-        if attempt.outcome == AttemptOutcome.FAILURE:
-            path = attempt.exception_type or _class_path(RuntimeError)
-        elif attempt.outcome in ERROR_OF_OUTCOME:
-            path = _class_path(ERROR_OF_OUTCOME[attempt.outcome])
-        else:
-            continue
-        errors.append(
-            TaskError(
-                exception_class_path=path,
-                traceback=attempt.traceback or f"{path}: {attempt.error_message}\n",
-            )
-        )
-    if status == ExecutionStatus.CANCELLED and not any(
-        a.outcome == AttemptOutcome.CANCELLED for a in attempts
-    ):
-        path = _class_path(TaskCancelled)
-        errors.append(TaskError(exception_class_path=path, traceback=f"{path}: cancelled\n"))
-    return errors

@@ -19,9 +19,9 @@ from apps.core.kafka import JOB_DEAD_LETTER, common_config, topic_name
 from apps.examples.tasks import add, always_fails, flaky, sleep
 from apps.executor.models import ExecutionAttempt
 from apps.jobs.models import Job
+from apps.jobs.python_tasks.compat import TaskResultStatus, task_enqueued
+from apps.jobs.python_tasks.exceptions import TaskTimedOut
 from apps.scheduler.models import JobExecution
-from apps.tasks.compat import TaskResultStatus, task_enqueued
-from apps.tasks.exceptions import TaskTimedOut
 from tests.integration.helpers import (
     assert_invariants,
     attempts_of,
@@ -33,7 +33,7 @@ from tests.stack import wait_for
 pytestmark = [pytest.mark.integration]
 
 TIMED_OUT = "timed out after 1 s (timeoutSeconds)"
-CANARY = "apps.tasks.tests.unit.never_imported"
+CANARY = "apps.jobs.tests.unit.never_imported"
 
 
 def admin_client() -> APIClient:

@@ -14,14 +14,20 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.core.errors import InvalidRequest
-from apps.executor.selectors import attempts_for_jobs
 from apps.jobs.api import schema
 from apps.jobs.api.permissions import HasOperationPermission
 from apps.jobs.api.reading import DIGITS, read_json_body
 from apps.jobs.api.throttling import SubmissionThrottle
 from apps.jobs.models import JobType
 from apps.jobs.representation import job_to_dict
-from apps.jobs.selectors import job_attempts, job_detail, job_get, job_list, job_stats
+from apps.jobs.selectors import (
+    attempts_for_jobs,
+    job_attempts,
+    job_detail,
+    job_get,
+    job_list,
+    job_stats,
+)
 from apps.jobs.services import (
     TRACE_ID_PATTERN,
     job_cancel,

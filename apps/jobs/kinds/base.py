@@ -43,7 +43,7 @@ class JobKind:
         """Fields a job of this kind shows beyond the common ones."""
         return {}
 
-    # --- admin (apps/jobs/admin.py, apps/dashboard/forms.py) ----------------------------------
+    # --- admin (apps/jobs/admin.py, apps/jobs/forms.py) ----------------------------------
 
     shows_result: ClassVar[bool] = False  # the job page has a "Result" section
 

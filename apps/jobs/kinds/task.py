@@ -1,6 +1,6 @@
 """TASK: a registered Python function run through Django's Tasks API (ARCHITECTURE §13). Its
-payload is `{"task", "args", "kwargs"}` (apps/tasks/payload.py); it reports its own progress and
-records its return value or exception with its attempt."""
+payload is `{"task", "args", "kwargs"}` (apps/jobs/python_tasks/payload.py); it reports its own
+progress and records its return value or exception with its attempt."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from django.utils.html import format_html
 from apps.executor.models import AttemptOutcome, ExecutionAttempt
 from apps.jobs.kinds.base import JobKind, ReadJson
 from apps.jobs.models import Job, JobType
+from apps.jobs.python_tasks.payload import validate_task_payload
+from apps.jobs.python_tasks.registry import registered_paths
 from apps.scheduler.models import ExecutionStatus, JobExecution
-from apps.tasks.payload import validate_task_payload
-from apps.tasks.registry import registered_paths
 
 
 class TaskKind(JobKind):

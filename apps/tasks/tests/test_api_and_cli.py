@@ -19,7 +19,7 @@ from apps.tasks.tests.test_backend import run_next_attempt
 
 pytestmark = [pytest.mark.django_db]
 
-CANARY = "apps.tasks.tests.unit.never_imported"
+CANARY = "apps.jobs.tests.unit.never_imported"
 
 
 @pytest.fixture

@@ -21,11 +21,7 @@ from apps.executor.models import ExecutionAttempt
 from apps.executor.runner import attempt_execute
 from apps.executor.services import Ending, attempt_finish, attempt_start
 from apps.jobs.models import Job
-from apps.jobs.services import job_submit
-from apps.jobs.validation import parse_job_request
-from apps.scheduler.models import JobExecution
-from apps.tasks.backend import JobWeaverBackend, JobWeaverTask
-from apps.tasks.compat import (
+from apps.jobs.python_tasks.compat import (
     InvalidTaskError,
     TaskResultDoesNotExist,
     TaskResultStatus,
@@ -36,7 +32,11 @@ from apps.tasks.compat import (
     task_finished,
     task_started,
 )
-from apps.tasks.registry import registry_add, registry_remove
+from apps.jobs.python_tasks.registry import registry_add, registry_remove
+from apps.jobs.services import job_submit
+from apps.jobs.validation import parse_job_request
+from apps.scheduler.models import JobExecution
+from apps.tasks.backend import JobWeaverBackend, JobWeaverTask
 
 pytestmark = [pytest.mark.django_db]
 

@@ -20,8 +20,8 @@ import json
 from apps.core.commands import EXIT_FAILED, CommandExit, JobWeaverCommand
 from apps.core.errors import JobNotFound
 from apps.core.timeutil import iso
-from apps.dashboard.services import BulkReport, jobs_bulk_apply
 from apps.jobs.models import Job, JobType
+from apps.jobs.operations import BulkReport, jobs_bulk_apply
 from apps.jobs.selectors import job_detail, job_list, parse_job_id
 from apps.scheduler.models import ExecutionStatus
 

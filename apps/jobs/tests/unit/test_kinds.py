@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from apps.core.errors import InvalidRequest
-from apps.dashboard.forms import JobSubmitForm
 from apps.executor.models import AttemptOutcome, ExecutionAttempt
+from apps.jobs.forms import JobSubmitForm
 from apps.jobs.kinds import KINDS, SIMULATION, TASK, all_kinds, kind_named, kind_of
 from apps.jobs.models import Job, JobType
 from apps.scheduler.models import ExecutionStatus, JobExecution

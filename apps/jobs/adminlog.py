@@ -7,8 +7,8 @@ from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.http import HttpRequest
 
-from apps.dashboard.services import BulkReport
 from apps.jobs.models import Job
+from apps.jobs.operations import BulkReport
 
 # Skipped jobs are named per reason up to this many; beyond, only counted.
 MAX_IDS_SHOWN = 10

@@ -1,4 +1,5 @@
-"""Validation of a TASK payload (apps/tasks/payload.py) and the job request around it."""
+"""Validation of a TASK payload (apps/jobs/python_tasks/payload.py) and the job request
+around it."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import sys
 import pytest
 
 from apps.core.errors import InvalidRequest
+from apps.jobs.python_tasks.payload import json_only, validate_task_payload
+from apps.jobs.python_tasks.priority import from_jobweaver, to_jobweaver
 from apps.jobs.validation import parse_job_request
-from apps.tasks.payload import json_only, validate_task_payload
-from apps.tasks.priority import from_jobweaver, to_jobweaver
 
 ADD = "apps.examples.tasks.add"
 
@@ -85,13 +86,13 @@ def test_invalid_payloads_are_refused_with_one_line(payload, message):
 
 
 def test_a_client_supplied_path_is_never_imported():
-    path = "apps.tasks.tests.unit.never_imported.boom"
-    assert "apps.tasks.tests.unit.never_imported" not in sys.modules
+    path = "apps.jobs.tests.unit.never_imported.boom"
+    assert "apps.jobs.tests.unit.never_imported" not in sys.modules
 
     with pytest.raises(InvalidRequest, match="is not a registered task"):
         parse_job_request({"jobType": "TASK", "payload": {"task": path}})
 
-    assert "apps.tasks.tests.unit.never_imported" not in sys.modules
+    assert "apps.jobs.tests.unit.never_imported" not in sys.modules
 
 
 def test_the_payload_size_is_capped(settings):

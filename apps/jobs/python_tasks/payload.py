@@ -19,7 +19,7 @@ from typing import Any
 from django.conf import settings
 
 from apps.core.errors import InvalidRequest
-from apps.tasks.registry import registry_get
+from apps.jobs.python_tasks.registry import registry_get
 
 PAYLOAD_FIELDS = {"task", "args", "kwargs"}
 MAX_TASK_PATH_CHARS = 255

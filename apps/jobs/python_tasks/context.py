@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from django.utils.version import PY311
 
-from apps.tasks.compat import TaskContext
+from apps.jobs.python_tasks.compat import TaskContext
 
 
 @dataclass(frozen=True, slots=PY311, kw_only=True)

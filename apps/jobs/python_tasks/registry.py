@@ -17,7 +17,7 @@ import logging
 
 from django.apps import apps
 
-from apps.tasks.compat import TASK_CLASSES, Task
+from apps.jobs.python_tasks.compat import TASK_CLASSES, Task
 
 logger = logging.getLogger(__name__)
 

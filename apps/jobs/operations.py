@@ -1,6 +1,7 @@
-"""The operator's writes from the cockpit: one action over many jobs, and discarding dead
-letters. Each job is acted on through the same service as the API and the CLI, in its own
-transaction, so one job in the wrong state skips only itself and says why."""
+"""The operator's writes, from the admin, the cockpit and `manage.py jobs`: one action over
+many jobs, and discarding dead letters. Each job is acted on through the same service as the
+API and the CLI, in its own transaction, so one job in the wrong state skips only itself and
+says why."""
 
 from __future__ import annotations
 
@@ -13,8 +14,7 @@ from django.db import OperationalError, transaction
 from apps.core.db import lock_timed_out
 from apps.core.errors import InvalidStateTransition, JobNotFound
 from apps.dashboard.models import DeadLetterDiscard
-from apps.dashboard.selectors import is_discarded
-from apps.jobs.selectors import parse_job_id
+from apps.jobs.selectors import is_discarded, parse_job_id
 from apps.jobs.services import job_cancel, job_retry, job_run_now
 from apps.scheduler.models import ExecutionStatus, JobExecution
 

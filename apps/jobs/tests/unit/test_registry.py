@@ -1,5 +1,5 @@
-"""The task registry (apps/tasks/registry.py): built from installed apps' tasks modules, looked
-up by path, never importing a path it is asked about."""
+"""The task registry (apps/jobs/python_tasks/registry.py): built from installed apps' tasks
+modules, looked up by path, never importing a path it is asked about."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 import types
 
 from apps.examples import tasks as example_tasks
-from apps.tasks.registry import (
+from apps.jobs.python_tasks.registry import (
     registered_paths,
     registry_build,
     registry_get,
@@ -49,11 +49,11 @@ def test_lookups_never_import():
     for path in (
         "os.system",
         "subprocess.check_output",
-        "apps.tasks.tests.unit.never_imported.boom",
+        "apps.jobs.tests.unit.never_imported.boom",
         "apps.examples.tasks.nope",
     ):
         assert registry_get(path) is None
-    assert "apps.tasks.tests.unit.never_imported" not in sys.modules
+    assert "apps.jobs.tests.unit.never_imported" not in sys.modules
 
 
 def test_building_again_gives_the_same_registry():
