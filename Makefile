@@ -66,10 +66,13 @@ bench-soak: $(STAMP) $(BENCH_STAMP)
 	$(VENV)/bin/pip install --quiet -r bench/requirements.txt
 	infra/with-stack.sh $(VENV)/bin/python bench/soak.py $(ARGS)
 
-# The venv is (re)built whenever requirements.txt changes.
-$(STAMP): requirements.txt
+# The venv is (re)built whenever the lock or the packaging changes: the pinned lock first, then
+# JobWeaver itself in editable mode (`import jobweaver` is apps/, ARCHITECTURE §14). kombu_kafka
+# is importable from the checkout as it is.
+$(STAMP): requirements.txt pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet -r requirements.txt
+	$(VENV)/bin/pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
 clean-data:

@@ -97,9 +97,8 @@ class Stack:
 def stack(django_db_setup, django_db_blocker):
     """Scheduler worker, beat and one executor, ready to run jobs (a probe job has completed)."""
     from django.conf import settings
-
-    from apps.core.kafka import common_config, ensure_topics
-    from apps.scheduler.beat import beat_schedule_setup
+    from jobweaver.core.kafka import common_config, ensure_topics
+    from jobweaver.scheduler.beat import beat_schedule_setup
 
     ensure_topics()
     with django_db_blocker.unblock():
@@ -127,9 +126,9 @@ def stack(django_db_setup, django_db_blocker):
 
 def _wait_for_probe_job() -> None:
     """The consumer groups are formed once a job has gone all the way through."""
-    from apps.jobs.services import job_submit
-    from apps.jobs.validation import parse_job_request
-    from apps.scheduler.models import JobExecution
+    from jobweaver.jobs.services import job_submit
+    from jobweaver.jobs.validation import parse_job_request
+    from jobweaver.scheduler.models import JobExecution
 
     job = job_submit(
         spec=parse_job_request(

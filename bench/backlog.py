@@ -81,8 +81,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def status_counts() -> dict[str, int]:
     from django.db.models import Count
-
-    from apps.scheduler.models import JobExecution
+    from jobweaver.scheduler.models import JobExecution
 
     rows = (
         JobExecution.objects.filter(priority=BACKLOG_PRIORITY)
@@ -93,7 +92,7 @@ def status_counts() -> dict[str, int]:
 
 
 def live_slots() -> list[int]:
-    from apps.scheduler.flow import live_executors
+    from jobweaver.scheduler.flow import live_executors
 
     return [r.slots for r in live_executors() if r.partitions]
 
@@ -113,8 +112,7 @@ def dispatch_lease_seconds() -> float | None:
     the stack's JOBWEAVER_DISPATCH_TIMEOUT_SECONDS, or longer when an executor renewed it."""
     from django.db.models import ExpressionWrapper, F, FloatField, Min
     from django.db.models.functions import Extract
-
-    from apps.scheduler.models import ExecutionStatus, JobExecution
+    from jobweaver.scheduler.models import ExecutionStatus, JobExecution
 
     lease = ExpressionWrapper(
         Extract(F("lease_expires_at") - F("dispatched_at"), "epoch"), output_field=FloatField()
@@ -129,9 +127,8 @@ def per_job_overhead(step_ms: int) -> tuple[float, float, float, float] | None:
     ms from one attempt's finish to the next start on the same executor thread (the claim,
     outcome, ack and hand-over costs a slot pays per job)."""
     from django.db import connection
-
-    from apps.executor.models import ExecutionAttempt
-    from apps.jobs.models import Job
+    from jobweaver.executor.models import ExecutionAttempt
+    from jobweaver.jobs.models import Job
 
     attempts, jobs = ExecutionAttempt._meta.db_table, Job._meta.db_table
     with connection.cursor() as cursor:
@@ -158,9 +155,9 @@ def per_job_overhead(step_ms: int) -> tuple[float, float, float, float] | None:
 
 def cancel_one_waiting() -> tuple[object, str]:
     """Cancel a priority-0 job that is still PENDING; returns (job id, status right after)."""
-    from apps.core.errors import InvalidStateTransition
-    from apps.jobs.services import job_cancel
-    from apps.scheduler.models import ExecutionStatus, JobExecution
+    from jobweaver.core.errors import InvalidStateTransition
+    from jobweaver.jobs.services import job_cancel
+    from jobweaver.scheduler.models import ExecutionStatus, JobExecution
 
     for _ in range(5):
         job_id = (
@@ -188,12 +185,11 @@ def main(argv: list[str]) -> int:
     )
     from django.conf import settings
     from django.db.models import Count, Max, Min, Sum
-
-    from apps.core.timeutil import iso
-    from apps.executor.models import ExecutionAttempt
-    from apps.outbox.services import outbox_relay_pending
-    from apps.scheduler.invariants import check_invariants
-    from apps.scheduler.models import ExecutionStatus, JobExecution
+    from jobweaver.core.timeutil import iso
+    from jobweaver.executor.models import ExecutionAttempt
+    from jobweaver.outbox.services import outbox_relay_pending
+    from jobweaver.scheduler.invariants import check_invariants
+    from jobweaver.scheduler.models import ExecutionStatus, JobExecution
 
     step = [{"action": "SLEEP", "durationMs": args.step_ms}]
     n = args.jobs

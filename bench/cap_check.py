@@ -31,14 +31,14 @@ def add_jobs(user, count: int, status: str) -> None:
         cursor.execute(
             """
             WITH j AS (
-                INSERT INTO jobs_job (id, job_type, instruction, trace_id, traceparent,
+                INSERT INTO jobweaver_jobs_job (id, job_type, instruction, trace_id, traceparent,
                     request_fingerprint, priority, max_retries, timeout_seconds,
                     submitted_by_id, created_at, updated_at, queue_name, concurrency_key)
                 SELECT gen_random_uuid(), 'SIMULATION', '{"steps": []}'::jsonb,
                     md5(random()::text), '', '', 5, 3, 60, %s, now(), now(), 'default', ''
                 FROM generate_series(1, %s)
                 RETURNING id, submitted_by_id)
-            INSERT INTO scheduler_jobexecution (id, job_id, status, priority, retry_count,
+            INSERT INTO jobweaver_scheduler_jobexecution (id, job_id, status, priority, retry_count,
                 max_retries, next_run_at, attempt_count, version, updated_at, queue_name,
                 job_type, concurrency_key, cancel_requested, last_error, worker_id,
                 redelivery_count, submitted_by_id)
@@ -52,7 +52,7 @@ def add_jobs(user, count: int, status: str) -> None:
 
 
 def median_ms(user) -> tuple[int, float]:
-    from apps.jobs.selectors import active_job_count
+    from jobweaver.jobs.selectors import active_job_count
 
     times, count = [], 0
     for _ in range(CALLS):

@@ -76,9 +76,9 @@ def running_stack(executors: int = 1, *, probe: bool = True):
     """Scheduler, beat and `executors` executor processes; yields once they are ready and (with
     `probe`) a probe job submitted from this process completed."""
     from django.conf import settings
+    from jobweaver.core.kafka import common_config, ensure_topics
+    from jobweaver.scheduler.beat import beat_schedule_setup
 
-    from apps.core.kafka import common_config, ensure_topics
-    from apps.scheduler.beat import beat_schedule_setup
     from tests.stack import WorkerProcess, child_environment
 
     ensure_topics()
@@ -115,15 +115,15 @@ def running_stack(executors: int = 1, *, probe: bool = True):
 def submit_steps(steps: list[dict], **fields):
     """One job through the submission service; `fields` are further request fields (e.g.
     priority=9, maxRetryCount=2, runAt="2026-01-01T12:00:00Z")."""
-    from apps.jobs.services import job_submit
-    from apps.jobs.validation import parse_job_request
+    from jobweaver.jobs.services import job_submit
+    from jobweaver.jobs.validation import parse_job_request
 
     body = {"jobType": "SIMULATION", "payload": {"steps": steps}, **fields}
     return job_submit(spec=parse_job_request(body)).job.id
 
 
 def wait_for_job(job_id, *, status: str = "COMPLETED", timeout: float = 60) -> None:
-    from apps.scheduler.models import JobExecution
+    from jobweaver.scheduler.models import JobExecution
 
     deadline = time.monotonic() + timeout
     while JobExecution.objects.get(job_id=job_id).status != status:
@@ -141,14 +141,13 @@ def submit_bulk(
     max_retries: int | None = None,
 ) -> list:
     """`count` identical jobs due at `run_at`, through the batch submission service
-    (`apps.jobs.services.job_submit_batch`: bulk INSERTs of jobs, PENDING executions and
+    (`jobweaver.jobs.services.job_submit_batch`: bulk INSERTs of jobs, PENDING executions and
     job-created events, JOBWEAVER_MAX_BATCH_JOBS per transaction). Returns the job ids; the
     events are relayed by this process's outbox relay thread (`outbox_relay_pending` waits)."""
     from django.conf import settings
-
-    from apps.core.timeutil import iso
-    from apps.jobs.services import job_submit_batch
-    from apps.jobs.validation import parse_job_request
+    from jobweaver.core.timeutil import iso
+    from jobweaver.jobs.services import job_submit_batch
+    from jobweaver.jobs.validation import parse_job_request
 
     body = {
         "jobType": "SIMULATION",
@@ -172,12 +171,11 @@ def api_token(username: str = "bench") -> str:
     for 'Authorization: Token <key>'."""
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Permission
-
-    from apps.accounts.services import api_token_create
+    from jobweaver.accounts.services import api_token_create
 
     user, _ = get_user_model().objects.get_or_create(username=username)
     user.user_permissions.add(
-        Permission.objects.get(content_type__app_label="jobs", codename="add_job")
+        Permission.objects.get(content_type__app_label="jobweaver_jobs", codename="add_job")
     )
     return api_token_create(user=user, name=f"{username}-{uuid.uuid4().hex[:6]}").key
 

@@ -65,7 +65,7 @@ def add_jobs(
         cursor.execute(
             """
             WITH j AS (
-                INSERT INTO jobs_job (id, job_type, instruction, trace_id, traceparent,
+                INSERT INTO jobweaver_jobs_job (id, job_type, instruction, trace_id, traceparent,
                     request_fingerprint, priority, max_retries, timeout_seconds, created_at,
                     updated_at, queue_name, concurrency_key)
                 SELECT gen_random_uuid(), %s, '{"steps": []}'::jsonb,
@@ -73,7 +73,7 @@ def add_jobs(
                     CASE WHEN %s = 1 THEN %s ELSE %s || '-' || (n %% %s) END, %s
                 FROM generate_series(1, %s) AS n
                 RETURNING id, priority, queue_name, concurrency_key, job_type)
-            INSERT INTO scheduler_jobexecution (id, job_id, status, priority, retry_count,
+            INSERT INTO jobweaver_scheduler_jobexecution (id, job_id, status, priority, retry_count,
                 max_retries, next_run_at, attempt_count, version, updated_at, queue_name,
                 job_type, concurrency_key, cancel_requested, last_error, worker_id,
                 redelivery_count)
@@ -92,9 +92,8 @@ def settle() -> tuple[int, list[float]]:
     waiting work (committed) until none is left in line. Returns how many set any aside, and
     the ms each took."""
     from django.db import transaction
-
-    from apps.engine import claim
-    from apps.engine.claim import rules as limits
+    from jobweaver.engine import claim
+    from jobweaver.engine.claim import rules as limits
 
     took = []
     while True:
@@ -111,9 +110,8 @@ def dispatch_ms() -> tuple[float, float]:
     """Median ms of a dispatch's rules, set-aside, put-back and claim of 4 (rolled back), and
     of the rules alone."""
     from django.db import transaction
-
-    from apps.engine import claim
-    from apps.engine.claim import rules as limits
+    from jobweaver.engine import claim
+    from jobweaver.engine.claim import rules as limits
 
     whole, rules_only = [], []
     for _ in range(CALLS):
@@ -149,7 +147,7 @@ def report(label: str) -> None:
         from django.db import connection
 
         with connection.cursor() as cursor:
-            cursor.execute("VACUUM ANALYZE scheduler_jobexecution")
+            cursor.execute("VACUUM ANALYZE jobweaver_scheduler_jobexecution")
     whole, rules = dispatch_ms()
     print(f"    a dispatch: {whole:.2f} ms ({rules:.2f} ms of it the rules)")
 
@@ -158,8 +156,7 @@ def main() -> None:
     configure(database=DATABASE)
     from django.db import connections
     from django.utils import timezone
-
-    from apps.scheduler.models import ConcurrencyLimit, Pause
+    from jobweaver.scheduler.models import ConcurrencyLimit, Pause
 
     try:
         add_jobs(1_000)
@@ -169,7 +166,7 @@ def main() -> None:
         report(f"+ {BACKLOG:,} of a paused queue ahead of them")
         Pause.objects.all().delete()
         with connections["default"].cursor() as cursor:
-            cursor.execute("DELETE FROM scheduler_jobexecution WHERE queue_name = 'bulk'")
+            cursor.execute("DELETE FROM jobweaver_scheduler_jobexecution WHERE queue_name = 'bulk'")
         add_jobs(BACKLOG, priority=9, job_type="TASK")
         Pause.objects.create(scope="JOB_TYPE", name="TASK", paused_at=timezone.now())
         report(f"+ {BACKLOG:,} of a paused job type ahead of them, in the same queue")
@@ -177,32 +174,35 @@ def main() -> None:
         report("  and a queue paused too")
         Pause.objects.all().delete()
         with connections["default"].cursor() as cursor:
-            cursor.execute("DELETE FROM scheduler_jobexecution WHERE job_type = 'TASK'")
+            cursor.execute("DELETE FROM jobweaver_scheduler_jobexecution WHERE job_type = 'TASK'")
         ConcurrencyLimit.objects.create(pattern="customer-*", max_running=1)
         add_jobs(1, key="customer-x", status="RUNNING")
         add_jobs(BACKLOG, priority=5, key="customer-x", age_s=0)
         report(f"+ {BACKLOG:,} of a key at its limit, behind them")
         with connections["default"].cursor() as cursor:
             cursor.execute(
-                "UPDATE scheduler_jobexecution SET priority = 9 "
+                "UPDATE jobweaver_scheduler_jobexecution SET priority = 9 "
                 "WHERE status = 'PENDING' AND concurrency_key = 'customer-x'"
             )
             # As if they had come in line ahead (the bench measures what a flood ahead costs,
             # and one already set aside costs nothing more)
             cursor.execute(
-                "UPDATE scheduler_jobexecution SET set_aside = false "
+                "UPDATE jobweaver_scheduler_jobexecution SET set_aside = false "
                 "WHERE status = 'PENDING' AND concurrency_key = 'customer-x'"
             )
             cursor.execute("ANALYZE")
         report(f"  the same {BACKLOG:,} ahead of them (priority 9)")
         with connections["default"].cursor() as cursor:
             cursor.execute(
-                "UPDATE scheduler_jobexecution SET status = 'COMPLETED', finished_at = now() "
+                "UPDATE jobweaver_scheduler_jobexecution "
+                "SET status = 'COMPLETED', finished_at = now() "
                 "WHERE status = 'RUNNING' AND concurrency_key = 'customer-x'"
             )
         report("  the key has room again: its best one goes back in line")
         with connections["default"].cursor() as cursor:
-            cursor.execute("DELETE FROM scheduler_jobexecution WHERE concurrency_key IS NOT NULL")
+            cursor.execute(
+                "DELETE FROM jobweaver_scheduler_jobexecution WHERE concurrency_key IS NOT NULL"
+            )
         add_jobs(1, key="customer-y", status="RUNNING")
         add_jobs(BACKLOG, queue="bulk", priority=9, key="customer-y")
         Pause.objects.create(scope="QUEUE", name="bulk", paused_at=timezone.now())
@@ -210,18 +210,21 @@ def main() -> None:
         with connections["default"].cursor() as cursor:
             # As if set aside before the pause came
             cursor.execute(
-                "UPDATE scheduler_jobexecution SET set_aside = true "
+                "UPDATE jobweaver_scheduler_jobexecution SET set_aside = true "
                 "WHERE status = 'PENDING' AND concurrency_key = 'customer-y'"
             )
             cursor.execute(
-                "UPDATE scheduler_jobexecution SET status = 'COMPLETED', finished_at = now() "
+                "UPDATE jobweaver_scheduler_jobexecution "
+                "SET status = 'COMPLETED', finished_at = now() "
                 "WHERE status = 'RUNNING' AND concurrency_key = 'customer-y'"
             )
             cursor.execute("ANALYZE")
         report("  set aside before the queue was paused, and the key has room again")
         Pause.objects.all().delete()
         with connections["default"].cursor() as cursor:
-            cursor.execute("DELETE FROM scheduler_jobexecution WHERE concurrency_key IS NOT NULL")
+            cursor.execute(
+                "DELETE FROM jobweaver_scheduler_jobexecution WHERE concurrency_key IS NOT NULL"
+            )
         ConcurrencyLimit.objects.all().delete()
         ConcurrencyLimit.objects.create(pattern="api-*", max_per_second=5)
         add_jobs(HISTORY, key="api-old", status="COMPLETED")
@@ -231,13 +234,14 @@ def main() -> None:
             # rate window's read must not walk. The key at its rate was sent "in the future", so
             # that it stays in the window for the whole case, however long it takes.
             cursor.execute(
-                "UPDATE scheduler_jobexecution SET "
+                "UPDATE jobweaver_scheduler_jobexecution SET "
                 "concurrency_key = 'api-' || substr(md5(id::text), 1, 1), "
                 "dispatched_at = now() - random() * interval '1 hour', finished_at = now() "
                 "WHERE concurrency_key = 'api-old'"
             )
             cursor.execute(
-                "UPDATE scheduler_jobexecution SET dispatched_at = now() + interval '1 hour' "
+                "UPDATE jobweaver_scheduler_jobexecution "
+                "SET dispatched_at = now() + interval '1 hour' "
                 "WHERE concurrency_key = 'api-hot'"
             )
             cursor.execute("ANALYZE")
@@ -246,7 +250,7 @@ def main() -> None:
         report(f"+ {BACKLOG:,} of a key at its rate limit, ahead of the open work")
         ConcurrencyLimit.objects.all().delete()
         with connections["default"].cursor() as cursor:
-            cursor.execute("DELETE FROM scheduler_jobexecution")
+            cursor.execute("DELETE FROM jobweaver_scheduler_jobexecution")
         add_jobs(10_000, queue="tenant", queues=1_000)
         report("10,000 waiting in 1,000 queues, no rule")
         Pause.objects.create(scope="QUEUE", name="elsewhere", paused_at=timezone.now())

@@ -42,8 +42,8 @@ WORKER = "hot-paths:1"
 
 
 def submit(n: int) -> None:
-    from apps.jobs import services
-    from apps.jobs.validation import parse_batch_request
+    from jobweaver.jobs import services
+    from jobweaver.jobs.validation import parse_batch_request
 
     for start in range(0, n, 1000):
         specs = parse_batch_request({"jobs": [LOG_JOB] * min(1000, n - start)})
@@ -51,8 +51,8 @@ def submit(n: int) -> None:
 
 
 def register(partitions: int) -> None:
-    from apps.core.kafka import RUN_JOB, topic_name
-    from apps.scheduler import flow
+    from jobweaver.core.kafka import RUN_JOB, topic_name
+    from jobweaver.scheduler import flow
 
     flow.executor_heartbeat(
         worker_id=WORKER,
@@ -92,9 +92,8 @@ def measured(run, n: int, profile: cProfile.Profile | None) -> tuple[float, floa
 
 def executor_round(n: int, profile) -> tuple[float, float]:
     from django.db import transaction
-
-    from apps.engine.claim import executions_claim
-    from apps.executor.runner import attempt_execute
+    from jobweaver.engine.claim import executions_claim
+    from jobweaver.executor.runner import attempt_execute
 
     submit(n)
     claims = []
@@ -115,9 +114,8 @@ def executor_round(n: int, profile) -> tuple[float, float]:
 
 def dispatch_round(n: int, batch: int, profile) -> tuple[float, float]:
     from django.conf import settings
-
-    from apps.scheduler import flow
-    from apps.scheduler.dispatch import dispatch_due_jobs
+    from jobweaver.scheduler import flow
+    from jobweaver.scheduler.dispatch import dispatch_due_jobs
 
     flow.executor_deregister(worker_id=WORKER)  # the submit's fast path must not dispatch
     submit(n)
@@ -145,7 +143,8 @@ def main() -> None:
     configure(database=DATABASE, DJANGO_DEBUG="0", DJANGO_SECRET_KEY="bench-" + DATABASE)
     import logging
 
-    from apps.scheduler.dispatch import warm_up_publisher
+    from jobweaver.scheduler.dispatch import warm_up_publisher
+
     from tests.stack import LOG_DIR
 
     # Into a file, as a deployed executor's lines go to a file or a pipe, not a terminal.

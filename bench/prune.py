@@ -34,21 +34,23 @@ SEED_SQL = """
 CREATE TEMP TABLE seed AS
     SELECT gen_random_uuid() AS id, clock_timestamp() - interval '8 days' AS t
     FROM generate_series(1, %(n)s);
-INSERT INTO jobs_job (id, job_type, instruction, trace_id, request_fingerprint, priority,
+INSERT INTO jobweaver_jobs_job (id, job_type, instruction, trace_id, request_fingerprint, priority,
     max_retries, timeout_seconds, queue_name, created_at, updated_at)
 SELECT id, 'SIMULATION', '{"steps": [{"action": "LOG", "message": "old"}]}',
     replace(id::text, '-', ''), '', 5, 3, 300, 'default', t, t FROM seed;
-INSERT INTO scheduler_jobexecution (id, job_id, status, priority, retry_count, max_retries,
+INSERT INTO jobweaver_scheduler_jobexecution
+    (id, job_id, status, priority, retry_count, max_retries,
     next_run_at, attempt_count, cancel_requested, last_error, dispatched_at, started_at,
     finished_at, version, updated_at, worker_id, redelivery_count)
 SELECT gen_random_uuid(), id, 'COMPLETED', 5, 0, 3, t, 1, false, '', t, t, t, 3, t,
     'bench:1', 0 FROM seed;
-INSERT INTO executor_executionattempt (event_id, job_id, attempt, trace_id, worker_id,
+INSERT INTO jobweaver_executor_executionattempt (event_id, job_id, attempt, trace_id, worker_id,
     started_at, finished_at, outcome, error_message, steps_completed, total_steps, log_lines,
     exception_type, traceback)
 SELECT gen_random_uuid(), id, 1, replace(id::text, '-', ''), 'bench:1', t, t, 'SUCCESS', '', 1,
     1, '["old"]', '', '' FROM seed;
-INSERT INTO outbox_outboxevent (id, topic, key, payload, trace_id, created_at, published_at,
+INSERT INTO jobweaver_outbox_outboxevent
+    (id, topic, key, payload, trace_id, created_at, published_at,
     publish_attempts)
 SELECT gen_random_uuid(), v.topic, id::text, json_build_object('jobId', id), '', t, t, 1
 FROM seed CROSS JOIN (VALUES ('job-created'), ('job-completed')) AS v(topic);
@@ -70,7 +72,7 @@ def seed() -> float:
 
 def sample() -> tuple[float, float, float]:
     """(submit, submit→dispatched, submit→RUNNING) of one job, in seconds."""
-    from apps.scheduler.models import JobExecution
+    from jobweaver.scheduler.models import JobExecution
 
     submitted = datetime.now(UTC)
     t0 = time.monotonic()
@@ -101,8 +103,8 @@ def report(label: str, samples: list[tuple[float, float, float]]) -> None:
 
 def main() -> None:
     common.configure()
-    from apps.scheduler import retention
-    from apps.scheduler.models import JobExecution
+    from jobweaver.scheduler import retention
+    from jobweaver.scheduler.models import JobExecution
 
     batch_seconds: list[float] = []
 

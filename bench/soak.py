@@ -72,7 +72,7 @@ def minute_latencies(
                        (ORDER BY extract(epoch FROM e.started_at - j.created_at)) * 1000,
                    percentile_cont(0.99) WITHIN GROUP
                        (ORDER BY extract(epoch FROM e.started_at - j.created_at)) * 1000
-            FROM jobs_job j JOIN scheduler_jobexecution e ON e.job_id = j.id
+            FROM jobweaver_jobs_job j JOIN jobweaver_scheduler_jobexecution e ON e.job_id = j.id
             WHERE j.created_at >= %s AND j.created_at < %s
             GROUP BY 1 ORDER BY 1
             """,
@@ -100,7 +100,7 @@ def main(argv: list[str]) -> int:
 
 
 def soak(args) -> int:
-    from apps.scheduler.flow import live_executors
+    from jobweaver.scheduler.flow import live_executors
 
     token = api_token()
     web_env = {

@@ -49,9 +49,9 @@ def run_round(kind: str, jobs: int) -> tuple[float, float]:
     """(submits per second, completions per second) of `jobs` jobs of `kind`."""
     from common import submit_steps
     from django.db import transaction
+    from jobweaver.scheduler.models import JobExecution
 
-    from apps.examples.tasks import add
-    from apps.scheduler.models import JobExecution
+    from jobweaver_site.examples.tasks import add
 
     started = time.monotonic()
     # One transaction for the lot, so the executor, not this loop, sets the pace; each job's

@@ -36,8 +36,7 @@ def submit(client: Client, *, tenants: int, per_tenant: int, keyed: bool) -> Non
 
 def run_side(client: Client, args, *, keyed: bool, limited: bool) -> tuple[float, float]:
     from django.db import connection
-
-    from apps.scheduler.services import concurrency_limit_delete, concurrency_limit_set
+    from jobweaver.scheduler.services import concurrency_limit_delete, concurrency_limit_set
 
     if limited:
         concurrency_limit_set(pattern="tenant-*", max_running=1, max_per_second=None)
@@ -60,7 +59,7 @@ def run_side(client: Client, args, *, keyed: bool, limited: bool) -> tuple[float
             SELECT extract(epoch FROM max(finished_at) - to_timestamp(%s)),
                    sum(extract(epoch FROM finished_at - started_at))
                        / extract(epoch FROM max(finished_at) - min(started_at))
-            FROM scheduler_jobexecution WHERE started_at >= to_timestamp(%s)
+            FROM jobweaver_scheduler_jobexecution WHERE started_at >= to_timestamp(%s)
             """,
             [started, started],
         )
@@ -74,8 +73,7 @@ def idle_batch(client: Client, *, tenants: int, jobs_each: int) -> list[float]:
     """On a quiet stack, one batch holding `jobs_each` jobs of each of `tenants` tenants, tenant
     after tenant, limit 1: ms from the submit until each tenant's first job started."""
     from django.db import connection
-
-    from apps.scheduler.services import concurrency_limit_delete, concurrency_limit_set
+    from jobweaver.scheduler.services import concurrency_limit_delete, concurrency_limit_set
 
     time.sleep(2)  # quiet: the scheduler's wake-up thread is waiting for a notification
     jobs = [
@@ -89,7 +87,7 @@ def idle_batch(client: Client, *, tenants: int, jobs_each: int) -> list[float]:
     deadline = time.monotonic() + 30
     query = """
         SELECT j.concurrency_key, min(extract(epoch FROM e.started_at))
-        FROM scheduler_jobexecution e JOIN jobs_job j ON j.id = e.job_id
+        FROM jobweaver_scheduler_jobexecution e JOIN jobweaver_jobs_job j ON j.id = e.job_id
         WHERE j.concurrency_key LIKE 'idle-tenant-%%' AND e.started_at IS NOT NULL
         GROUP BY 1
         """

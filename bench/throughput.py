@@ -243,15 +243,14 @@ def execution_counts(baseline: dict[str, int] | None = None) -> dict[str, int]:
     """Executions by status (one sequential scan, no join: cheap enough to poll), minus
     `baseline` (the counts before the measured jobs were submitted)."""
     from django.db.models import Count
-
-    from apps.scheduler.models import JobExecution
+    from jobweaver.scheduler.models import JobExecution
 
     rows = dict(JobExecution.objects.values_list("status").annotate(n=Count("id")).order_by())
     return {k: v - (baseline or {}).get(k, 0) for k, v in rows.items()}
 
 
 def wait_completed(job_ids: list[str], timeout: float = 60) -> None:
-    from apps.scheduler.models import JobExecution
+    from jobweaver.scheduler.models import JobExecution
 
     deadline = time.monotonic() + timeout
     done = JobExecution.objects.filter(job_id__in=job_ids, status="COMPLETED")
@@ -277,7 +276,7 @@ def latency_stats(since: datetime) -> dict:
                    sum(extract(epoch FROM e.finished_at - e.started_at)),
                    extract(epoch FROM max(e.finished_at) - min(e.started_at)),
                    avg(extract(epoch FROM e.started_at - e.dispatched_at))
-            FROM jobs_job j JOIN scheduler_jobexecution e ON e.job_id = j.id
+            FROM jobweaver_jobs_job j JOIN jobweaver_scheduler_jobexecution e ON e.job_id = j.id
             WHERE j.created_at >= %s AND e.status = 'COMPLETED'
             """,
             [since],
@@ -346,8 +345,7 @@ def fresh_database() -> None:
     for the whole round."""
     from django.core.management import call_command
     from django.db import connections
-
-    from apps.jobs.models import Job
+    from jobweaver.jobs.models import Job
 
     if not Job.objects.exists():
         return  # the first round: configure() made it
@@ -358,8 +356,7 @@ def fresh_database() -> None:
 
 def run_ours(args, bar: Bar) -> dict:
     from django.conf import settings
-
-    from apps.scheduler.flow import live_executors
+    from jobweaver.scheduler.flow import live_executors
 
     fresh_database()
     token = api_token()
@@ -386,7 +383,7 @@ def run_ours(args, bar: Bar) -> dict:
         first_submitted = datetime.now(UTC)
         first = client.post(1)
         wait_completed(first)
-        from apps.scheduler.models import JobExecution
+        from jobweaver.scheduler.models import JobExecution
 
         execution = JobExecution.objects.select_related("job").get(job_id=first[0])
         result["first_job_ms"] = (execution.started_at - first_submitted).total_seconds() * 1000

@@ -18,4 +18,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jobweaver_site.settings")
 app = Celery("jobweaver")
 # Lazy: the configuration module reads Django settings on first use, not at import time.
 app.config_from_object("jobweaver_site.celeryconfig")
-app.autodiscover_tasks(["apps.scheduler", "apps.executor", "apps.outbox", "apps.schedules"])
+app.autodiscover_tasks(
+    ["jobweaver.scheduler", "jobweaver.executor", "jobweaver.outbox", "jobweaver.schedules"]
+)

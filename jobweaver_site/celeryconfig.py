@@ -10,9 +10,8 @@ fanout, and job state lives in PostgreSQL, not in a result backend.
 """
 
 from django.conf import settings
+from jobweaver.core.kafka import RUN_JOB, SCHEDULER, common_config, topic_name
 from kombu import Queue
-
-from apps.core.kafka import RUN_JOB, SCHEDULER, common_config, topic_name
 
 RUN_JOB_QUEUE = topic_name(RUN_JOB)
 SCHEDULER_QUEUE = topic_name(SCHEDULER)
@@ -41,10 +40,10 @@ task_queues = [
 ]
 task_default_queue = SCHEDULER_QUEUE
 task_routes = {
-    "apps.executor.tasks.*": {"queue": RUN_JOB_QUEUE, "routing_key": RUN_JOB_QUEUE},
-    "apps.scheduler.tasks.*": {"queue": SCHEDULER_QUEUE, "routing_key": SCHEDULER_QUEUE},
-    "apps.outbox.tasks.*": {"queue": SCHEDULER_QUEUE, "routing_key": SCHEDULER_QUEUE},
-    "apps.schedules.tasks.*": {"queue": SCHEDULER_QUEUE, "routing_key": SCHEDULER_QUEUE},
+    "jobweaver.executor.tasks.*": {"queue": RUN_JOB_QUEUE, "routing_key": RUN_JOB_QUEUE},
+    "jobweaver.scheduler.tasks.*": {"queue": SCHEDULER_QUEUE, "routing_key": SCHEDULER_QUEUE},
+    "jobweaver.outbox.tasks.*": {"queue": SCHEDULER_QUEUE, "routing_key": SCHEDULER_QUEUE},
+    "jobweaver.schedules.tasks.*": {"queue": SCHEDULER_QUEUE, "routing_key": SCHEDULER_QUEUE},
 }
 # Celery's Django fixup closes every database connection before and after each task unless
 # this is set: a new PostgreSQL session per job, connecting a large part of the executor's task

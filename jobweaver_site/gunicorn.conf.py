@@ -35,7 +35,7 @@ def child_exit(server, worker):
 
 
 # How long a new worker may spend warming up before it takes requests: room for the Kafka
-# producer's warm-up (apps.scheduler.dispatch.warm_up_publisher; bench/NOTES.md). With the
+# producer's warm-up (jobweaver.scheduler.dispatch.warm_up_publisher; bench/NOTES.md). With the
 # broker away it would take longer, and the worker serves anyway (a submit is accepted into
 # PostgreSQL without Kafka) while the warm-up goes on in its thread.
 WARM_UP_WAIT_SECONDS = 3.0
@@ -47,8 +47,7 @@ def post_worker_init(worker):
     id, so a first job was late to RUNNING by whatever of the warm-up was left
     (bench/NOTES.md)."""
     from django.urls import reverse
-
-    from apps.scheduler.dispatch import warm_up_publisher
+    from jobweaver.scheduler.dispatch import warm_up_publisher
 
     publisher = threading.Thread(target=warm_up_publisher, name="warm-up", daemon=True)
     publisher.start()

@@ -13,9 +13,8 @@ from django.db import connection, transaction
 from django.db.utils import DatabaseError
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET
-
-from apps.core.kafka import broker_reachable
-from apps.scheduler.flow import live_executors
+from jobweaver.core.kafka import broker_reachable
+from jobweaver.scheduler.flow import live_executors
 
 _kafka_lock = threading.Lock()
 _kafka_probe: tuple[float, bool] | None = None  # (monotonic time of the probe, reachable)

@@ -12,9 +12,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import HttpResponse
 from django.utils.crypto import constant_time_compare
-
-from apps.core.metrics import exposition
-from apps.scheduler.metrics import ClusterCollector
+from jobweaver.core.metrics import exposition
+from jobweaver.scheduler.metrics import ClusterCollector
 
 PATH = "/metrics"
 

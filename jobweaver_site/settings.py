@@ -37,21 +37,21 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_celery_beat",
-    "apps.accounts",
-    "apps.jobs",
-    "apps.scheduler",
-    "apps.executor",
-    "apps.outbox",
+    "jobweaver.accounts",
+    "jobweaver.jobs",
+    "jobweaver.scheduler",
+    "jobweaver.executor",
+    "jobweaver.outbox",
     # Recurring jobs: cron or interval schedules that submit a job template at each slot.
-    "apps.schedules",
+    "jobweaver.schedules",
     # Django's Tasks API (ARCHITECTURE §13): the backend and the registry of runnable tasks,
     # and the example tasks of the quick start. On Django 5.2 the backport's own app adds its
     # system checks and log lines; Django 6 has them built in.
     *(["django_tasks"] if django.VERSION < (6, 0) else []),
-    "apps.tasks",
-    "apps.examples",
+    "jobweaver.tasks",
+    "jobweaver_site.examples",
     # The operator's cockpit: live dashboard, dead-letter desk, bulk actions (admin pages).
-    "apps.dashboard",
+    "jobweaver.dashboard",
 ]
 
 MIDDLEWARE = [
@@ -60,11 +60,11 @@ MIDDLEWARE = [
     "jobweaver_site.metrics.MetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # The request's X-Trace-Id in the context of its log lines (apps/core/logcontext.py).
-    "apps.core.logcontext.TraceContextMiddleware",
+    "jobweaver.core.logcontext.TraceContextMiddleware",
     # Static files (the admin's) from the web process itself, in the dev stack and in compose.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Refuses oversized API bodies (413) before the session, CSRF or any parser reads them.
-    "apps.jobs.api.middleware.ApiBodyLimitMiddleware",
+    "jobweaver.jobs.api.middleware.ApiBodyLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -73,7 +73,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # An admin page whose statement met the lock or statement timeout: a page saying nothing
     # was changed, not a 500 (apps/dashboard/middleware.py).
-    "apps.dashboard.middleware.DatabaseGaveUpMiddleware",
+    "jobweaver.dashboard.middleware.DatabaseGaveUpMiddleware",
 ]
 
 ROOT_URLCONF = "jobweaver_site.urls"
@@ -158,14 +158,14 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # `Authorization: Token <key>` against hashed, named, revocable tokens (apps/accounts).
-        "apps.accounts.authentication.ApiTokenAuthentication",
+        "jobweaver.accounts.authentication.ApiTokenAuthentication",
         # The admin's session; DRF enforces CSRF on it for unsafe methods.
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
-    "EXCEPTION_HANDLER": "apps.jobs.api.errors.api_exception_handler",
+    "EXCEPTION_HANDLER": "jobweaver.jobs.api.errors.api_exception_handler",
     "UNAUTHENTICATED_USER": None,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
@@ -178,7 +178,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
-    "ENUM_NAME_OVERRIDES": {"JobStatus": "apps.scheduler.models.ExecutionStatus"},
+    "ENUM_NAME_OVERRIDES": {"JobStatus": "jobweaver.scheduler.models.ExecutionStatus"},
 }
 
 # --- Kafka ------------------------------------------------------------------------------------
@@ -304,7 +304,7 @@ JOBWEAVER_READYZ_DB_TIMEOUT_SECONDS = env.float("JOBWEAVER_READYZ_DB_TIMEOUT_SEC
 # names tasks may use (DEP 14 `queue_name`; recorded on the job, all served by the executors).
 TASKS = {
     "default": {
-        "BACKEND": "apps.tasks.backend.JobWeaverBackend",
+        "BACKEND": "jobweaver.tasks.backend.JobWeaverBackend",
         "QUEUES": env.list("JOBWEAVER_TASK_QUEUES", default=["default"]),
     }
 }
@@ -336,10 +336,10 @@ JOBWEAVER_LOG_LEVEL = (env.str("JOBWEAVER_LOG_LEVEL", default="") or "INFO").upp
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"context": {"()": "apps.core.logcontext.ContextFilter"}},
+    "filters": {"context": {"()": "jobweaver.core.logcontext.ContextFilter"}},
     "formatters": {
-        "plain": {"()": "apps.core.logcontext.PlainFormatter"},
-        "json": {"()": "apps.core.logcontext.JsonFormatter"},
+        "plain": {"()": "jobweaver.core.logcontext.PlainFormatter"},
+        "json": {"()": "jobweaver.core.logcontext.JsonFormatter"},
     },
     "handlers": {
         "console": {

@@ -56,8 +56,7 @@ def _keep_alive_signals(role: str) -> None:
     """Touch the role's liveness file when the process shows progress (apps/core/liveness.py);
     the executor touches it from its presence loop."""
     from celery import signals
-
-    from apps.core import liveness
+    from jobweaver.core import liveness
 
     def touch(**kwargs) -> None:
         liveness.touch(role)
@@ -72,7 +71,7 @@ def _keep_alive_signals(role: str) -> None:
 
 def main(argv: list[str]) -> None:
     if argv[:1] == ["probe"] and len(argv) == 2 and argv[1] in ROLES:
-        from apps.core.liveness import probe  # no Django: probes must stay cheap
+        from jobweaver.core.liveness import probe  # no Django: probes must stay cheap
 
         alive, reason = probe(argv[1])
         print(reason, file=sys.stdout if alive else sys.stderr)
@@ -89,8 +88,8 @@ def main(argv: list[str]) -> None:
 
     django.setup()
     from django.conf import settings
+    from jobweaver.core import metrics, tracing
 
-    from apps.core import metrics, tracing
     from jobweaver_site.celery import app
 
     if argv[1:2] == ["--dry-run"]:

@@ -101,7 +101,7 @@ def test_schema_rejects_a_second_beat(helm):
 
 def exported_metric_names() -> set[str]:
     """Every series name the application exports (counters, histograms, cluster gauges)."""
-    from apps.core import metrics
+    from jobweaver.core import metrics
 
     names = set()
     for value in vars(metrics).values():

@@ -6,9 +6,8 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
-
-from apps.accounts.models import ApiToken
-from apps.accounts.services import api_tokens_revoke
+from jobweaver.accounts.models import ApiToken
+from jobweaver.accounts.services import api_tokens_revoke
 
 
 @admin.register(ApiToken)

@@ -2,7 +2,7 @@ from django.apps import AppConfig
 
 
 class AccountsConfig(AppConfig):
-    name = "apps.accounts"
-    label = "accounts"
+    name = "jobweaver.accounts"
+    label = "jobweaver_accounts"
     verbose_name = "API access"
     default_auto_field = "django.db.models.BigAutoField"

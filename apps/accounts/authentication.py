@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+from jobweaver.accounts.services import api_token_authenticate
 from rest_framework import authentication, exceptions
-
-from apps.accounts.services import api_token_authenticate
 
 
 class ApiTokenAuthentication(authentication.TokenAuthentication):

@@ -31,7 +31,7 @@ class ApiToken(models.Model):
             models.UniqueConstraint(
                 fields=["user", "name"],
                 condition=models.Q(revoked_at__isnull=True),
-                name="api_token_live_name_per_user",
+                name="jw_api_token_live_name_per_user",
             )
         ]
 
@@ -50,7 +50,7 @@ class SubmissionWindow(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["user", "window_start"], name="one_window_per_user")
+            models.UniqueConstraint(fields=["user", "window_start"], name="jw_one_window_per_user")
         ]
 
     def __str__(self) -> str:

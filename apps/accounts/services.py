@@ -10,9 +10,8 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
-
-from apps.accounts.models import ApiToken, SubmissionWindow
-from apps.core.errors import InvalidRequest
+from jobweaver.accounts.models import ApiToken, SubmissionWindow
+from jobweaver.core.errors import InvalidRequest
 
 KEY_PREFIX = "jw_"
 SHOWN_PREFIX_CHARS = 10

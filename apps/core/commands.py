@@ -26,9 +26,8 @@ import sys
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import OperationalError
-
-from apps.core.db import lock_timed_out, statement_cancelled
-from apps.core.errors import (
+from jobweaver.core.db import lock_timed_out, statement_cancelled
+from jobweaver.core.errors import (
     Forbidden,
     IdempotencyConflict,
     InvalidRequest,

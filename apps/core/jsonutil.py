@@ -17,8 +17,7 @@ import re
 from typing import Any
 
 from django.conf import settings
-
-from apps.core.errors import InvalidRequest
+from jobweaver.core.errors import InvalidRequest
 
 # C0 controls except \t \n \r, DEL, C1 controls, and UTF-16 surrogates (lone ones only reach a
 # Python string through a \u escape).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from apps.core.errors import InvalidRequest
+from jobweaver.core.errors import InvalidRequest
 
 MAX_QUEUE_NAME_CHARS = 100
 MAX_CONCURRENCY_KEY_CHARS = 255

@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from django.conf import settings
-
-from apps.core.kafka import EVENT_TOPICS, RUN_JOB, SCHEDULER, common_config, topic_name
+from jobweaver.core.kafka import EVENT_TOPICS, RUN_JOB, SCHEDULER, common_config, topic_name
 
 logger = logging.getLogger(__name__)
 

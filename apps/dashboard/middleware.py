@@ -5,7 +5,7 @@ Every admin page that writes (a pause, a limit, a schedule, a job's Retry button
 dashboard's Resume) is one transaction. A statement that waits out the lock timeout for a row
 held by concurrent work, or that PostgreSQL cancels at the statement timeout, rolls that
 transaction back: nothing was changed, and the operator's next step is to try again, as the
-API's 429 and the commands' exit 1 say (apps.core.db). Bulk actions skip a busy job and go on
+API's 429 and the commands' exit 1 say (jobweaver.core.db). Bulk actions skip a busy job and go on
 (apps/jobs/operations.py); this covers every other page of the admin.
 """
 
@@ -19,8 +19,7 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
-
-from apps.core.db import lock_timed_out, statement_cancelled
+from jobweaver.core.db import lock_timed_out, statement_cancelled
 
 logger = logging.getLogger(__name__)
 

@@ -11,11 +11,10 @@ from datetime import datetime, timedelta
 from django.db import connection
 from django.db.models import Count, Max, Min, Q, QuerySet
 from django.db.models.functions import Left
-
-from apps.executor.models import AttemptOutcome, ExecutionAttempt
-from apps.jobs.selectors import discarded_since_failure
-from apps.scheduler.flow import live_executors
-from apps.scheduler.models import ExecutionStatus, JobExecution
+from jobweaver.executor.models import AttemptOutcome, ExecutionAttempt
+from jobweaver.jobs.selectors import discarded_since_failure
+from jobweaver.scheduler.flow import live_executors
+from jobweaver.scheduler.models import ExecutionStatus, JobExecution
 
 S = ExecutionStatus
 FAILED_OUTCOMES = (AttemptOutcome.FAILURE, AttemptOutcome.LOST)

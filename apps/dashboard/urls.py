@@ -1,7 +1,6 @@
 from django.contrib import admin
 from django.urls import path
-
-from apps.dashboard import views
+from jobweaver.dashboard import views
 
 urlpatterns = [
     path("", admin.site.admin_view(views.dashboard), name="jobweaver-dashboard"),

@@ -16,12 +16,11 @@ from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
-
-from apps.core.errors import InvalidRequest
-from apps.core.timeutil import iso
-from apps.dashboard.charts import throughput_svg
-from apps.dashboard.kafka_status import kafka_status
-from apps.dashboard.selectors import (
+from jobweaver.core.errors import InvalidRequest
+from jobweaver.core.timeutil import iso
+from jobweaver.dashboard.charts import throughput_svg
+from jobweaver.dashboard.kafka_status import kafka_status
+from jobweaver.dashboard.selectors import (
     GROUP_ERROR_CHARS,
     attempts_per_minute,
     database_health,
@@ -32,27 +31,29 @@ from apps.dashboard.selectors import (
     recent_failures,
     status_counts,
 )
-from apps.jobs.adminlog import log_bulk_action, report_to_operator
-from apps.jobs.operations import BULK_ACTIONS, jobs_bulk_apply
-from apps.scheduler.models import Pause
-from apps.scheduler.selectors import (
+from jobweaver.jobs.adminlog import log_bulk_action, report_to_operator
+from jobweaver.jobs.operations import BULK_ACTIONS, jobs_bulk_apply
+from jobweaver.scheduler.models import Pause
+from jobweaver.scheduler.selectors import (
     concurrency_limit_list,
     limit_to_dict,
     pause_list,
     pause_to_dict,
 )
-from apps.scheduler.services import queue_resume
+from jobweaver.scheduler.services import queue_resume
 
-VIEW_JOB = "jobs.view_job"
-OPERATE = "jobs.change_job"  # retrying and cancelling are what "change job" means (JobAdmin)
-CHANGE_PAUSE = "scheduler.change_pause"  # pause and resume, as in the API and the admin
+VIEW_JOB = "jobweaver_jobs.view_job"
+OPERATE = (
+    "jobweaver_jobs.change_job"  # retrying and cancelling are what "change job" means (JobAdmin)
+)
+CHANGE_PAUSE = "jobweaver_scheduler.change_pause"  # pause and resume, as in the API and the admin
 REFRESH_SECONDS = 3
 DESK_ACTIONS = ("retry", "discard")
 
 
 def job_list_url(**params) -> str:
     """The admin's job list, filtered (the JobAdmin's filter parameters)."""
-    url = reverse("admin:jobs_job_changelist")
+    url = reverse("admin:jobweaver_jobs_job_changelist")
     return f"{url}?{urlencode(params)}" if params else url
 
 

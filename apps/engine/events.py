@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from apps.core import kafka
-from apps.core.timeutil import iso
+from jobweaver.core import kafka
+from jobweaver.core.timeutil import iso
 
 
 class Kind(Enum):

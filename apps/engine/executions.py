@@ -30,19 +30,18 @@ from datetime import datetime
 from typing import NamedTuple
 
 from django.conf import settings
-
-from apps.core import metrics
-from apps.core.db import assert_in_transaction, seconds
-from apps.core.errors import InvalidStateTransition, JobNotFound
-from apps.engine import events, ledger
-from apps.engine.ledger import NOTHING_REPORTED, AttemptReport
-from apps.engine.mover import events_written, move_fenced, move_row, move_set
-from apps.engine.retry import RetryDecision, policy_from_settings
-from apps.engine.store import events as event_rows
-from apps.engine.store import executions as execution_rows
-from apps.engine.transitions import IN_FLIGHT, TRANSITIONS, Actor, allows
-from apps.executor.models import AttemptOutcome
-from apps.scheduler.models import ExecutionStatus, JobExecution
+from jobweaver.core import metrics
+from jobweaver.core.db import assert_in_transaction, seconds
+from jobweaver.core.errors import InvalidStateTransition, JobNotFound
+from jobweaver.engine import events, ledger
+from jobweaver.engine.ledger import NOTHING_REPORTED, AttemptReport
+from jobweaver.engine.mover import events_written, move_fenced, move_row, move_set
+from jobweaver.engine.retry import RetryDecision, policy_from_settings
+from jobweaver.engine.store import events as event_rows
+from jobweaver.engine.store import executions as execution_rows
+from jobweaver.engine.transitions import IN_FLIGHT, TRANSITIONS, Actor, allows
+from jobweaver.executor.models import AttemptOutcome
+from jobweaver.scheduler.models import ExecutionStatus, JobExecution
 
 logger = logging.getLogger(__name__)
 

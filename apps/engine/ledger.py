@@ -14,10 +14,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from apps.core import metrics
-from apps.core.db import DatabaseNow, assert_in_transaction
-from apps.engine.store import attempts as attempt_rows
-from apps.executor.models import AttemptOutcome
+from jobweaver.core import metrics
+from jobweaver.core.db import DatabaseNow, assert_in_transaction
+from jobweaver.engine.store import attempts as attempt_rows
+from jobweaver.executor.models import AttemptOutcome
 
 
 @dataclass(frozen=True)

@@ -18,16 +18,15 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from django.db import transaction
-
-from apps.core import metrics
-from apps.core.db import assert_in_transaction
-from apps.core.errors import InvalidStateTransition
-from apps.engine import signals
-from apps.engine.events import Event
-from apps.engine.store import events as event_rows
-from apps.engine.store import executions as execution_rows
-from apps.engine.transitions import TRANSITIONS, Actor, Transition
-from apps.scheduler.models import JobExecution
+from jobweaver.core import metrics
+from jobweaver.core.db import assert_in_transaction
+from jobweaver.core.errors import InvalidStateTransition
+from jobweaver.engine import signals
+from jobweaver.engine.events import Event
+from jobweaver.engine.store import events as event_rows
+from jobweaver.engine.store import executions as execution_rows
+from jobweaver.engine.transitions import TRANSITIONS, Actor, Transition
+from jobweaver.scheduler.models import JobExecution
 
 T = TypeVar("T")
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from apps.engine import events
-from apps.engine.events import Event
-from apps.scheduler.models import ExecutionStatus
+from jobweaver.engine import events
+from jobweaver.engine.events import Event
+from jobweaver.scheduler.models import ExecutionStatus
 
 S = ExecutionStatus
 
@@ -37,7 +37,7 @@ class Transition:
     fenced: bool
     # The domain events written in the same transaction (apps/engine/events.py).
     events: tuple[Event, ...] = ()
-    # A counter of apps.core.metrics counted as well, by its name.
+    # A counter of jobweaver.core.metrics counted as well, by its name.
     also_counts: str | None = None
 
     @property

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from django.contrib import admin
-
-from apps.core.admin_tools import ExactSearchMixin, ReadOnlyAdmin
-from apps.executor.models import ExecutionAttempt
+from jobweaver.core.admin_tools import ExactSearchMixin, ReadOnlyAdmin
+from jobweaver.executor.models import ExecutionAttempt
 
 
 @admin.register(ExecutionAttempt)

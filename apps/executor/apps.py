@@ -2,6 +2,6 @@ from django.apps import AppConfig
 
 
 class ExecutorConfig(AppConfig):
-    name = "apps.executor"
-    label = "executor"
+    name = "jobweaver.executor"
+    label = "jobweaver_executor"
     default_auto_field = "django.db.models.BigAutoField"

@@ -16,7 +16,7 @@ class ExecutionAttempt(models.Model):
     event_id = models.UUIDField(primary_key=True)
     # No index of its own: the unique (job, attempt) index serves every lookup by job.
     job = models.ForeignKey(
-        "jobs.Job", on_delete=models.CASCADE, related_name="attempts", db_index=False
+        "jobweaver_jobs.Job", on_delete=models.CASCADE, related_name="attempts", db_index=False
     )
     attempt = models.PositiveIntegerField()
     trace_id = models.CharField(max_length=64)
@@ -40,7 +40,9 @@ class ExecutionAttempt(models.Model):
     class Meta:
         ordering = ["job", "attempt"]
         constraints = [
-            models.UniqueConstraint(fields=["job", "attempt"], name="attempt_number_unique_per_job")
+            models.UniqueConstraint(
+                fields=["job", "attempt"], name="jw_attempt_number_unique_per_job"
+            )
         ]
 
     def __str__(self) -> str:

@@ -18,16 +18,15 @@ import time
 from celery.worker import state as worker_state
 from django.conf import settings
 from django.db import connection
-
-from apps.core import liveness
-from apps.core.db import DATABASE_UNAVAILABLE
-from apps.engine import executions
-from apps.executor.runner import process_identity
-from apps.scheduler import flow
+from jobweaver.core import liveness
+from jobweaver.core.db import DATABASE_UNAVAILABLE
+from jobweaver.engine import executions
+from jobweaver.executor.runner import process_identity
+from jobweaver.scheduler import flow
 
 logger = logging.getLogger(__name__)
 
-RUN_JOB_TASK = "apps.executor.tasks.run_job"
+RUN_JOB_TASK = "jobweaver.executor.tasks.run_job"
 # How often the thread looks at its consumer's partitions between beats (a read in memory).
 ASSIGNMENT_WATCH_SECONDS = 0.1
 # How long newly assigned partitions wait before they are registered. librdkafka keeps one fetch

@@ -16,24 +16,23 @@ import uuid
 
 from django.conf import settings
 from django.db import connection
-
-from apps.core import metrics
-from apps.core.db import DATABASE_UNAVAILABLE, retry_while_database_unavailable
-from apps.core.host import host_name
-from apps.core.logcontext import log_context
-from apps.core.tracing import span_under
-from apps.engine import executions, ledger
-from apps.executor import shutdown
-from apps.executor.models import AttemptOutcome
-from apps.executor.runners import runner_for
-from apps.executor.services import ClaimedAttempt, Ending, attempt_finish, attempt_start
-from apps.executor.steps import (
+from jobweaver.core import metrics
+from jobweaver.core.db import DATABASE_UNAVAILABLE, retry_while_database_unavailable
+from jobweaver.core.host import host_name
+from jobweaver.core.logcontext import log_context
+from jobweaver.core.tracing import span_under
+from jobweaver.engine import executions, ledger
+from jobweaver.executor import shutdown
+from jobweaver.executor.models import AttemptOutcome
+from jobweaver.executor.runners import runner_for
+from jobweaver.executor.services import ClaimedAttempt, Ending, attempt_finish, attempt_start
+from jobweaver.executor.steps import (
     AttemptReleased,
     AttemptStopped,
     StepContext,
     StepFailed,
 )
-from apps.executor.task_runner import recorded_exception
+from jobweaver.executor.task_runner import recorded_exception
 
 logger = logging.getLogger(__name__)
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from apps.executor.services import ClaimedAttempt
-from apps.executor.steps import StepContext, run_steps
-from apps.executor.task_runner import announce_finished, run_task
-from apps.jobs.kinds import SIMULATION, TASK
-from apps.jobs.models import steps_of
+from jobweaver.executor.services import ClaimedAttempt
+from jobweaver.executor.steps import StepContext, run_steps
+from jobweaver.executor.task_runner import announce_finished, run_task
+from jobweaver.jobs.kinds import SIMULATION, TASK
+from jobweaver.jobs.models import steps_of
 
 
 class Attempt(Protocol):

@@ -14,10 +14,9 @@ from enum import StrEnum
 from typing import Any
 
 from django.db import transaction
-
-from apps.engine import executions
-from apps.engine.ledger import AttemptReport
-from apps.scheduler.dispatch import dispatch_job_now
+from jobweaver.engine import executions
+from jobweaver.engine.ledger import AttemptReport
+from jobweaver.scheduler.dispatch import dispatch_job_now
 
 logger = logging.getLogger(__name__)
 

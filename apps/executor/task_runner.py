@@ -33,17 +33,16 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connections
-
-from apps.core.errors import InvalidRequest
-from apps.executor.services import ClaimedAttempt
-from apps.executor.steps import SLICE_SECONDS, StepContext, StepFailed
-from apps.jobs.python_tasks.compat import Task, TaskResult, task_finished, task_started
-from apps.jobs.python_tasks.context import JobWeaverTaskContext
-from apps.jobs.python_tasks.exceptions import NonRetryableError, TaskTimedOut
-from apps.jobs.python_tasks.payload import json_only
-from apps.jobs.python_tasks.registry import registry_get
-from apps.jobs.python_tasks.results import TaskResultsBackend, jobweaver_backend
-from apps.jobs.selectors import attempts_for_jobs, job_get
+from jobweaver.core.errors import InvalidRequest
+from jobweaver.executor.services import ClaimedAttempt
+from jobweaver.executor.steps import SLICE_SECONDS, StepContext, StepFailed
+from jobweaver.jobs.python_tasks.compat import Task, TaskResult, task_finished, task_started
+from jobweaver.jobs.python_tasks.context import JobWeaverTaskContext
+from jobweaver.jobs.python_tasks.exceptions import NonRetryableError, TaskTimedOut
+from jobweaver.jobs.python_tasks.payload import json_only
+from jobweaver.jobs.python_tasks.registry import registry_get
+from jobweaver.jobs.python_tasks.results import TaskResultsBackend, jobweaver_backend
+from jobweaver.jobs.selectors import attempts_for_jobs, job_get
 
 logger = logging.getLogger(__name__)
 

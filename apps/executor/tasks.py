@@ -9,16 +9,15 @@ from celery.exceptions import Reject
 from celery.signals import task_prerun, worker_ready, worker_shutting_down
 from django.conf import settings
 from django.db import close_old_connections, connection
+from jobweaver.core.db import DATABASE_UNAVAILABLE
+from jobweaver.core.kafka import RUN_JOB, topic_name
+from jobweaver.core.logcontext import log_context
+from jobweaver.executor import presence, shutdown
+from jobweaver.executor.runner import attempt_execute
+from jobweaver.scheduler.dispatch import TRACE_HEADER
 
-from apps.core.db import DATABASE_UNAVAILABLE
-from apps.core.kafka import RUN_JOB, topic_name
-from apps.core.logcontext import log_context
-from apps.executor import presence, shutdown
-from apps.executor.runner import attempt_execute
-from apps.scheduler.dispatch import TRACE_HEADER
 
-
-@shared_task(name="apps.executor.tasks.run_job", bind=True)
+@shared_task(name="jobweaver.executor.tasks.run_job", bind=True)
 def run_job(self, job_id: str, event_id: str) -> str | None:
     # The dispatcher's trace header: log lines before the claim (a stale delivery) carry it too.
     trace_id = self.request.get(TRACE_HEADER)

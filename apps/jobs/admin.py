@@ -31,20 +31,19 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme
-
-from apps.core.admin_tools import ExactSearchMixin
-from apps.core.errors import JobWeaverError
-from apps.core.timeutil import iso
-from apps.executor.models import ExecutionAttempt
-from apps.jobs.adminlog import log_bulk_action, report_to_operator
-from apps.jobs.forms import JobSubmitForm
-from apps.jobs.kinds import kind_of
-from apps.jobs.models import Job
-from apps.jobs.operations import BULK_ACTIONS, jobs_bulk_apply
-from apps.jobs.representation import job_to_dict
-from apps.jobs.selectors import attempts_for_jobs, discarded_since_failure, job_events
-from apps.jobs.services import job_submit
-from apps.scheduler.models import ExecutionStatus, JobExecution
+from jobweaver.core.admin_tools import ExactSearchMixin
+from jobweaver.core.errors import JobWeaverError
+from jobweaver.core.timeutil import iso
+from jobweaver.executor.models import ExecutionAttempt
+from jobweaver.jobs.adminlog import log_bulk_action, report_to_operator
+from jobweaver.jobs.forms import JobSubmitForm
+from jobweaver.jobs.kinds import kind_of
+from jobweaver.jobs.models import Job
+from jobweaver.jobs.operations import BULK_ACTIONS, jobs_bulk_apply
+from jobweaver.jobs.representation import job_to_dict
+from jobweaver.jobs.selectors import attempts_for_jobs, discarded_since_failure, job_events
+from jobweaver.jobs.services import job_submit
+from jobweaver.scheduler.models import ExecutionStatus, JobExecution
 
 S = ExecutionStatus
 # The confirmation page of an "all matching" action names at most this many jobs.
@@ -271,8 +270,8 @@ class JobAdmin(ExactSearchMixin, admin.ModelAdmin):
     ]
     readonly_fields = ["steps_json", "task_result"]
     inlines = [ExecutionInline, AttemptInline]
-    change_list_template = "admin/jobs/job/change_list.html"
-    change_form_template = "admin/jobs/job/change_form.html"
+    change_list_template = "admin/jobweaver_jobs/job/change_list.html"
+    change_form_template = "admin/jobweaver_jobs/job/change_form.html"
 
     class Media:
         css = {"all": ["dashboard/cockpit.css"]}

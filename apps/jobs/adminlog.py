@@ -6,9 +6,8 @@ from django.contrib import messages
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.http import HttpRequest
-
-from apps.jobs.models import Job
-from apps.jobs.operations import BulkReport
+from jobweaver.jobs.models import Job
+from jobweaver.jobs.operations import BulkReport
 
 # Skipped jobs are named per reason up to this many; beyond, only counted.
 MAX_IDS_SHOWN = 10

@@ -2,6 +2,6 @@ from django.apps import AppConfig
 
 
 class JobsConfig(AppConfig):
-    name = "apps.jobs"
-    label = "jobs"
+    name = "jobweaver.jobs"
+    label = "jobweaver_jobs"
     default_auto_field = "django.db.models.BigAutoField"

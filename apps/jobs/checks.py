@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from apps.core.errors import InvalidRequest
-from apps.core.jsonutil import forbidden_character
+from jobweaver.core.errors import InvalidRequest
+from jobweaver.core.jsonutil import forbidden_character
 
 
 def type_name(value: Any) -> str:

@@ -7,10 +7,9 @@ import json
 
 from django import forms
 from django.conf import settings
-
-from apps.core.errors import JobWeaverError
-from apps.jobs.kinds import SIMULATION, all_kinds, kind_named
-from apps.jobs.validation import JobSpec, parse_job_request
+from jobweaver.core.errors import JobWeaverError
+from jobweaver.jobs.kinds import SIMULATION, all_kinds, kind_named
+from jobweaver.jobs.validation import JobSpec, parse_job_request
 
 
 def _json(raw: str, field: str):

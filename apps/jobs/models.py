@@ -5,6 +5,7 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Now
 
 
 class JobType(models.TextChoices):
@@ -63,10 +64,10 @@ class Job(models.Model):
         ]
         indexes = [
             # The name the btree had under `db_index=True` (migration 0007 keeps that index).
-            models.Index(fields=["trace_id"], name="jobs_job_trace_id_852c27c3"),
+            models.Index(fields=["trace_id"], name="jw_job_trace_id"),
             models.Index(
                 fields=["submitted_by", "unique_key", "-created_at"],
-                name="job_unique_key",
+                name="jw_job_unique_key",
                 condition=models.Q(unique_key__isnull=False),
             ),
         ]
@@ -76,9 +77,11 @@ class Job(models.Model):
                 fields=["submitted_by", "idempotency_key"],
                 condition=models.Q(idempotency_key__isnull=False),
                 nulls_distinct=False,
-                name="job_idempotency_key_per_user",
+                name="jw_job_idempotency_key_per_user",
             ),
-            models.CheckConstraint(condition=models.Q(priority__lte=9), name="job_priority_0_to_9"),
+            models.CheckConstraint(
+                condition=models.Q(priority__lte=9), name="jw_job_priority_0_to_9"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -87,3 +90,26 @@ class Job(models.Model):
     @property
     def steps(self) -> list[dict]:
         return steps_of(self.instruction)
+
+
+class DeadLetterDiscard(models.Model):
+    """An operator decided that a dead-lettered job needs nothing more.
+
+    The job stays FAILED with its whole history (a discard is no new state of ARCHITECTURE §4);
+    it only leaves the dead-letter desk. A discard counts for the failure it was made on: a job
+    that is retried and dead-letters again (a later `finished_at`) is back on the desk.
+    """
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="+")
+    discarded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    discarded_at = models.DateTimeField(db_default=Now())
+    # The error the job was dead-lettered with, as the operator saw it.
+    final_error = models.TextField(blank=True, default="")
+
+    class Meta:
+        indexes = [models.Index(fields=["job", "-discarded_at"], name="jw_discard_job_latest")]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} discarded at {self.discarded_at}"

@@ -10,13 +10,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from django.db import OperationalError, transaction
-
-from apps.core.db import lock_timed_out
-from apps.core.errors import InvalidStateTransition, JobNotFound
-from apps.dashboard.models import DeadLetterDiscard
-from apps.jobs.selectors import is_discarded, parse_job_id
-from apps.jobs.services import job_cancel, job_retry, job_run_now
-from apps.scheduler.models import ExecutionStatus, JobExecution
+from jobweaver.core.db import lock_timed_out
+from jobweaver.core.errors import InvalidStateTransition, JobNotFound
+from jobweaver.jobs.models import DeadLetterDiscard
+from jobweaver.jobs.selectors import is_discarded, parse_job_id
+from jobweaver.jobs.services import job_cancel, job_retry, job_run_now
+from jobweaver.scheduler.models import ExecutionStatus, JobExecution
 
 
 @transaction.atomic

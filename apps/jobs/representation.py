@@ -3,11 +3,11 @@ API and the command line."""
 
 from __future__ import annotations
 
-from apps.core.timeutil import iso
-from apps.executor.models import ExecutionAttempt
-from apps.jobs.kinds import kind_of
-from apps.jobs.models import Job
-from apps.scheduler.models import ExecutionStatus
+from jobweaver.core.timeutil import iso
+from jobweaver.executor.models import ExecutionAttempt
+from jobweaver.jobs.kinds import kind_of
+from jobweaver.jobs.models import Job
+from jobweaver.scheduler.models import ExecutionStatus
 
 
 def attempt_to_dict(attempt: ExecutionAttempt) -> dict:

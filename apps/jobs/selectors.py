@@ -8,15 +8,13 @@ from datetime import datetime, timedelta
 
 from django.db import connection
 from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet
-
-from apps.accounts.selectors import holds
-from apps.core.errors import InvalidRequest, JobNotFound
-from apps.dashboard.models import DeadLetterDiscard
-from apps.executor.models import AttemptOutcome, ExecutionAttempt
-from apps.jobs.models import Job
-from apps.jobs.representation import attempt_to_dict, job_to_dict
-from apps.outbox.models import OutboxEvent
-from apps.scheduler.models import ExecutionStatus, JobExecution, status_literal
+from jobweaver.accounts.selectors import holds
+from jobweaver.core.errors import InvalidRequest, JobNotFound
+from jobweaver.executor.models import AttemptOutcome, ExecutionAttempt
+from jobweaver.jobs.models import DeadLetterDiscard, Job
+from jobweaver.jobs.representation import attempt_to_dict, job_to_dict
+from jobweaver.outbox.models import OutboxEvent
+from jobweaver.scheduler.models import ExecutionStatus, JobExecution, status_literal
 
 
 def parse_job_id(raw: str | uuid.UUID) -> uuid.UUID:
@@ -50,7 +48,7 @@ def attempts_finished_since(*, job_ids, since: datetime) -> dict[str, int]:
     )
 
 
-VIEW_ALL_JOBS = "jobs.view_all_jobs"
+VIEW_ALL_JOBS = "jobweaver_jobs.view_all_jobs"
 
 
 def _visible_jobs(user) -> QuerySet[Job]:
@@ -88,8 +86,8 @@ def active_job_count(*, user) -> int:
 @functools.cache
 def _active_count_sql() -> str:
     """`active_job_count`'s SQL: the user's waiting executions from their own partial index
-    (execution_pending_by_user), plus the user's among the executions in flight, which flow
-    control keeps to a few per executor slot (execution_live_leases). The submitter is copied
+    (jw_execution_pending_by_user), plus the user's among the executions in flight, which flow
+    control keeps to a few per executor slot (jw_execution_live_leases). The submitter is copied
     onto the execution for this; the statuses are written in so the conditions match the
     indexes'. Through a join to the user's jobs it read every job the user ever kept, or every
     execution anyone has waiting, on every submission (bench/NOTES.md)."""

@@ -11,27 +11,26 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-
-from apps.accounts.selectors import holds
-from apps.core import metrics
-from apps.core.db import DatabaseNow, assert_in_transaction, insert_rows, seconds
-from apps.core.errors import Forbidden, IdempotencyConflict, InvalidRequest, QuotaExceeded
-from apps.core.logcontext import log_context
-from apps.core.tracing import current_traceparent
-from apps.engine.executions import executions_create
-from apps.jobs.models import Job
-from apps.jobs.selectors import active_job_count, parse_job_id
-from apps.jobs.validation import JobSpec
-from apps.scheduler.dispatch import dispatch_due_jobs, dispatch_job_now
-from apps.scheduler.models import ExecutionStatus
-from apps.scheduler.services import execution_cancel, execution_retry, execution_run_now
+from jobweaver.accounts.selectors import holds
+from jobweaver.core import metrics
+from jobweaver.core.db import DatabaseNow, assert_in_transaction, insert_rows, seconds
+from jobweaver.core.errors import Forbidden, IdempotencyConflict, InvalidRequest, QuotaExceeded
+from jobweaver.core.logcontext import log_context
+from jobweaver.core.tracing import current_traceparent
+from jobweaver.engine.executions import executions_create
+from jobweaver.jobs.models import Job
+from jobweaver.jobs.selectors import active_job_count, parse_job_id
+from jobweaver.jobs.validation import JobSpec
+from jobweaver.scheduler.dispatch import dispatch_due_jobs, dispatch_job_now
+from jobweaver.scheduler.models import ExecutionStatus
+from jobweaver.scheduler.services import execution_cancel, execution_retry, execution_run_now
 
 logger = logging.getLogger(__name__)
 
 TRACE_ID_PATTERN = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 IDEMPOTENCY_KEY_PATTERN = re.compile(r"^[\x20-\x7e]+$")  # printable ASCII
 MAX_IDEMPOTENCY_KEY_CHARS = 255  # the column's width; the setting may only lower it
-HIGH_PRIORITY = "jobs.submit_high_priority"
+HIGH_PRIORITY = "jobweaver_jobs.submit_high_priority"
 # pg_advisory_xact_lock(namespace, user id): one submitter's cap check at a time.
 ACTIVE_CAP_LOCK_NAMESPACE = 0x4A57
 # pg_advisory_xact_lock(namespace, hashtext(user id:unique key)): one look-up-then-insert per

@@ -17,11 +17,10 @@ from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
-
-from apps.core.errors import InvalidBatch, InvalidRequest
-from apps.core.names import checked_key, checked_queue_name
-from apps.jobs.checks import checked_int, checked_object, type_name
-from apps.jobs.kinds import KINDS, kind_named
+from jobweaver.core.errors import InvalidBatch, InvalidRequest
+from jobweaver.core.names import checked_key, checked_queue_name
+from jobweaver.jobs.checks import checked_int, checked_object, type_name
+from jobweaver.jobs.kinds import KINDS, kind_named
 
 JOB_TYPES = tuple(KINDS)
 MAX_UTC_OFFSET = timedelta(hours=14)

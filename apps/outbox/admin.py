@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.db.models import QuerySet
-
-from apps.core.admin_tools import ReadOnlyAdmin
-from apps.core.kafka import EVENT_TOPICS
-from apps.outbox.models import OutboxEvent
+from jobweaver.core.admin_tools import ReadOnlyAdmin
+from jobweaver.core.kafka import EVENT_TOPICS
+from jobweaver.outbox.models import OutboxEvent
 
 
 class TopicFilter(admin.SimpleListFilter):

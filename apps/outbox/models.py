@@ -24,14 +24,14 @@ class OutboxEvent(models.Model):
         indexes = [
             models.Index(
                 "created_at",
-                name="outbox_unpublished",
+                name="jw_outbox_unpublished",
                 condition=models.Q(published_at__isnull=True),
             ),
             # Retention: a pruned job's events (by key), and published rows oldest first.
-            models.Index("key", name="outbox_key"),
+            models.Index("key", name="jw_outbox_key"),
             models.Index(
                 "published_at",
-                name="outbox_published",
+                name="jw_outbox_published",
                 condition=models.Q(published_at__isnull=False),
             ),
         ]

@@ -17,10 +17,9 @@ import threading
 import time
 
 from django.db import connection, transaction
-
-from apps.core.db import DATABASE_UNAVAILABLE
-from apps.core.kafka import event_producer, topic_name
-from apps.outbox.models import OutboxEvent
+from jobweaver.core.db import DATABASE_UNAVAILABLE
+from jobweaver.core.kafka import event_producer, topic_name
+from jobweaver.outbox.models import OutboxEvent
 
 logger = logging.getLogger(__name__)
 

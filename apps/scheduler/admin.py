@@ -10,11 +10,10 @@ from django import forms
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
-
-from apps.core.admin_tools import ExactSearchMixin, ReadOnlyAdmin
-from apps.core.errors import InvalidRequest
-from apps.scheduler.models import ConcurrencyLimit, JobExecution, Pause
-from apps.scheduler.services import (
+from jobweaver.core.admin_tools import ExactSearchMixin, ReadOnlyAdmin
+from jobweaver.core.errors import InvalidRequest
+from jobweaver.scheduler.models import ConcurrencyLimit, JobExecution, Pause
+from jobweaver.scheduler.services import (
     concurrency_limit_check,
     concurrency_limit_delete,
     concurrency_limit_set,
@@ -56,8 +55,8 @@ class JobExecutionAdmin(ExactSearchMixin, ReadOnlyAdmin):
 # added here takes back unstarted deliveries, a deleted one wakes the dispatcher. Who may: the
 # same permissions as the API's (scheduler.change_pause, scheduler.change_concurrencylimit).
 
-CHANGE_PAUSE = "scheduler.change_pause"
-CHANGE_LIMIT = "scheduler.change_concurrencylimit"
+CHANGE_PAUSE = "jobweaver_scheduler.change_pause"
+CHANGE_LIMIT = "jobweaver_scheduler.change_concurrencylimit"
 
 
 def _form_error(error: InvalidRequest) -> forms.ValidationError:

@@ -2,6 +2,6 @@ from django.apps import AppConfig
 
 
 class SchedulerConfig(AppConfig):
-    name = "apps.scheduler"
-    label = "scheduler"
+    name = "jobweaver.scheduler"
+    label = "jobweaver_scheduler"
     default_auto_field = "django.db.models.BigAutoField"

@@ -5,31 +5,30 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import transaction
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
-
-from apps.core.kafka import SCHEDULER, topic_name
+from jobweaver.core.kafka import SCHEDULER, topic_name
 
 
 # name -> (task, interval seconds)
 def schedule_entries() -> dict[str, tuple[str, float]]:
     return {
         "jobweaver: dispatch due jobs": (
-            "apps.scheduler.tasks.dispatch_due_jobs",
+            "jobweaver.scheduler.tasks.dispatch_due_jobs",
             settings.JOBWEAVER_DISPATCH_INTERVAL_SECONDS,
         ),
         "jobweaver: rescue expired leases": (
-            "apps.scheduler.tasks.rescue_expired_leases",
+            "jobweaver.scheduler.tasks.rescue_expired_leases",
             settings.JOBWEAVER_RESCUE_INTERVAL_SECONDS,
         ),
         "jobweaver: relay outbox": (
-            "apps.outbox.tasks.relay_outbox",
+            "jobweaver.outbox.tasks.relay_outbox",
             settings.JOBWEAVER_OUTBOX_RELAY_INTERVAL_SECONDS,
         ),
         "jobweaver: prune finished work": (
-            "apps.scheduler.tasks.prune_finished_work",
+            "jobweaver.scheduler.tasks.prune_finished_work",
             settings.JOBWEAVER_PRUNE_INTERVAL_SECONDS,
         ),
         "jobweaver: fire schedules": (
-            "apps.schedules.tasks.fire_schedules",
+            "jobweaver.schedules.tasks.fire_schedules",
             settings.JOBWEAVER_SCHEDULES_INTERVAL_SECONDS,
         ),
     }

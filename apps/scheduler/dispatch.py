@@ -26,15 +26,15 @@ from typing import NamedTuple, Protocol
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
+from jobweaver.core import metrics
+from jobweaver.core.kafka import RUN_JOB, event_producer, topic_name
+from jobweaver.core.logcontext import log_context
+from jobweaver.engine import claim, executions
+from jobweaver.engine.claim import credits as claim_credits
+from jobweaver.engine.claim import rules as claim_rules
+from jobweaver.scheduler import run_job_message
 
 import kombu_kafka
-from apps.core import metrics
-from apps.core.kafka import RUN_JOB, event_producer, topic_name
-from apps.core.logcontext import log_context
-from apps.engine import claim, executions
-from apps.engine.claim import credits as claim_credits
-from apps.engine.claim import rules as claim_rules
-from apps.scheduler import run_job_message
 
 logger = logging.getLogger(__name__)
 

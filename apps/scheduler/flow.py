@@ -11,9 +11,8 @@ import json
 
 from django.conf import settings
 from django.db import connection
-
-from apps.engine.claim import notify_dispatch
-from apps.scheduler.models import ExecutorRegistration
+from jobweaver.engine.claim import notify_dispatch
+from jobweaver.scheduler.models import ExecutorRegistration
 
 
 def executor_heartbeat(

@@ -52,13 +52,12 @@ from django.db.models import (
 )
 from django.db.models.functions import Cast, Lag
 from django.utils import timezone
-
-from apps.core.kafka import JOB_CREATED, JOB_DEAD_LETTER, JOB_FAILED
-from apps.core.timeutil import iso
-from apps.executor.models import AttemptOutcome, ExecutionAttempt
-from apps.jobs.models import Job
-from apps.outbox.models import OutboxEvent
-from apps.scheduler.models import ExecutionStatus, JobExecution
+from jobweaver.core.kafka import JOB_CREATED, JOB_DEAD_LETTER, JOB_FAILED
+from jobweaver.core.timeutil import iso
+from jobweaver.executor.models import AttemptOutcome, ExecutionAttempt
+from jobweaver.jobs.models import Job
+from jobweaver.outbox.models import OutboxEvent
+from jobweaver.scheduler.models import ExecutionStatus, JobExecution
 
 # Beyond one rescue interval: beat's own lateness and the time a rescue batch takes.
 DEFAULT_SLACK_SECONDS = 2.0

@@ -16,19 +16,19 @@ from confluent_kafka import KafkaException
 from django.db import connection, transaction
 from django.db.models import Count
 from django.db.utils import DatabaseError
+from jobweaver.core.kafka import RUN_JOB, SCHEDULER, common_config, topic_name
+from jobweaver.engine.claim import credits as claim_credits
+from jobweaver.scheduler import flow
+from jobweaver.scheduler.models import ExecutionStatus, JobExecution
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 import kombu_kafka
-from apps.core.kafka import RUN_JOB, SCHEDULER, common_config, topic_name
-from apps.engine.claim import credits as claim_credits
-from apps.scheduler import flow
-from apps.scheduler.models import ExecutionStatus, JobExecution
 
 logger = logging.getLogger(__name__)
 
 # The database clock as a value (a scalar subquery, read once): compared with the volatile
-# clock_timestamp() itself, `next_run_at` was checked row by row along execution_pending_due,
+# clock_timestamp() itself, `next_run_at` was checked row by row along jw_execution_pending_due,
 # so a scrape with nothing due read every delayed job (apps/scheduler/retention.py's cutoff).
 OLDEST_DUE_SQL = (
     "SELECT EXTRACT(EPOCH FROM clock_timestamp() - min(next_run_at)) "

@@ -25,7 +25,9 @@ def status_literal(status: str) -> str:
 
 class JobExecution(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    job = models.OneToOneField("jobs.Job", on_delete=models.CASCADE, related_name="execution")
+    job = models.OneToOneField(
+        "jobweaver_jobs.Job", on_delete=models.CASCADE, related_name="execution"
+    )
     status = models.CharField(
         max_length=16, choices=ExecutionStatus.choices, default=ExecutionStatus.PENDING
     )
@@ -61,8 +63,8 @@ class JobExecution(models.Model):
     # place in line is kept. Meaningful only while PENDING.
     set_aside = models.BooleanField(default=False, db_default=False)
     # Copied from the job, so the per-user cap on waiting and running jobs counts the user's own
-    # executions from an index (execution_pending_by_user, execution_live_leases) and never reads
-    # another user's backlog (apps/jobs/selectors.active_job_count).
+    # executions from an index (jw_execution_pending_by_user, jw_execution_live_leases) and
+    # never reads another user's backlog (apps/jobs/selectors.active_job_count).
     submitted_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
@@ -78,7 +80,7 @@ class JobExecution(models.Model):
             models.Index(
                 models.F("priority").desc(),
                 "next_run_at",
-                name="execution_due_work",
+                name="jw_execution_due_work",
                 condition=models.Q(status="PENDING", set_aside=False),
             ),
             # The same line per queue and job type: the claim reads it so while a queue or a
@@ -89,7 +91,7 @@ class JobExecution(models.Model):
                 "job_type",
                 models.F("priority").desc(),
                 "next_run_at",
-                name="execution_queue_line",
+                name="jw_execution_queue_line",
                 condition=models.Q(status="PENDING", set_aside=False),
             ),
             # Per-key limits: a blocked key's waiting work in line (to set it aside), and what
@@ -100,7 +102,7 @@ class JobExecution(models.Model):
                 "concurrency_key",
                 "queue_name",
                 "job_type",
-                name="execution_key_line",
+                name="jw_execution_key_line",
                 condition=models.Q(
                     status="PENDING", set_aside=False, concurrency_key__isnull=False
                 ),
@@ -111,30 +113,30 @@ class JobExecution(models.Model):
                 "job_type",
                 models.F("priority").desc(),
                 "next_run_at",
-                name="execution_set_aside",
+                name="jw_execution_set_aside",
                 condition=models.Q(status="PENDING", set_aside=True),
             ),
             # Fenced set-based transitions (hold, unsend) find deliveries by their token.
             models.Index(
                 "current_event_id",
-                name="execution_live_token",
+                name="jw_execution_live_token",
                 condition=models.Q(current_event_id__isnull=False),
             ),
             # The earliest waiting due time: the dispatcher's wake-up sleeps until then.
             models.Index(
                 "next_run_at",
-                name="execution_pending_due",
+                name="jw_execution_pending_due",
                 condition=models.Q(status="PENDING"),
             ),
             models.Index(
                 "lease_expires_at",
-                name="execution_live_leases",
+                name="jw_execution_live_leases",
                 condition=models.Q(status__in=["DISPATCHED", "RUNNING"]),
             ),
             # Per-key limits: the work in flight of a key, and its recent dispatches.
             models.Index(
                 "concurrency_key",
-                name="execution_key_in_flight",
+                name="jw_execution_key_in_flight",
                 condition=models.Q(
                     status__in=["DISPATCHED", "RUNNING"], concurrency_key__isnull=False
                 ),
@@ -142,21 +144,21 @@ class JobExecution(models.Model):
             models.Index(
                 "dispatched_at",
                 "concurrency_key",
-                name="execution_key_dispatched",
+                name="jw_execution_key_dispatched",
                 condition=models.Q(concurrency_key__isnull=False),
             ),
             # The per-user cap: one user's waiting executions (their in-flight ones are few and
-            # come from execution_live_leases).
+            # come from jw_execution_live_leases).
             models.Index(
                 "submitted_by",
-                name="execution_pending_by_user",
+                name="jw_execution_pending_by_user",
                 condition=models.Q(status="PENDING"),
             ),
             # Retention prunes finished executions oldest first (apps/scheduler/retention.py).
             models.Index(
                 "status",
                 "finished_at",
-                name="execution_finished",
+                name="jw_execution_finished",
                 condition=models.Q(status__in=["COMPLETED", "FAILED", "CANCELLED"]),
             ),
         ]
@@ -209,7 +211,9 @@ class Pause(models.Model):
 
     class Meta:
         ordering = ["scope", "name"]
-        constraints = [models.UniqueConstraint(fields=["scope", "name"], name="pause_scope_name")]
+        constraints = [
+            models.UniqueConstraint(fields=["scope", "name"], name="jw_pause_scope_name")
+        ]
 
     def __str__(self) -> str:
         return f"{self.scope} {self.name}"
@@ -233,7 +237,7 @@ class ConcurrencyLimit(models.Model):
             models.CheckConstraint(
                 condition=models.Q(max_running__isnull=False)
                 | models.Q(max_per_second__isnull=False),
-                name="limit_sets_something",
+                name="jw_limit_sets_something",
             )
         ]
 

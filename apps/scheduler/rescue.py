@@ -25,17 +25,16 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from django.db import transaction
-
-from apps.core import metrics
-from apps.core.db import drain_in_batches
-from apps.core.logcontext import log_context
-from apps.core.timeutil import iso
-from apps.engine.executions import (
+from jobweaver.core import metrics
+from jobweaver.core.db import drain_in_batches
+from jobweaver.core.logcontext import log_context
+from jobweaver.core.timeutil import iso
+from jobweaver.engine.executions import (
     execution_lose,
     execution_redeliver,
     executions_lock_expired,
 )
-from apps.scheduler.models import ExecutionStatus, JobExecution
+from jobweaver.scheduler.models import ExecutionStatus, JobExecution
 
 logger = logging.getLogger(__name__)
 

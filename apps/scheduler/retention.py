@@ -26,10 +26,9 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import connection, models, transaction
-
-from apps.jobs.models import Job
-from apps.outbox.models import OutboxEvent
-from apps.scheduler.models import ExecutionStatus, JobExecution
+from jobweaver.jobs.models import Job
+from jobweaver.outbox.models import OutboxEvent
+from jobweaver.scheduler.models import ExecutionStatus, JobExecution
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +54,7 @@ KINDS = (*(rule.kind for rule in JOB_RULES), OUTBOX)
 def _cutoff_sql(age: str) -> str:
     """The time before which rows go: the database clock less `age` (a placeholder), as a
     scalar subquery. PostgreSQL evaluates it once per statement, so the row's time is compared
-    with a value and the index on it (`outbox_published`, `execution_finished`) finds the old
+    with a value and the index on it (`jw_outbox_published`, `jw_execution_finished`) finds the old
     rows. Written in as `clock_timestamp() - …`, a volatile expression, it was checked row by
     row instead: each prune read every published event of the retained day to delete none of
     them, a cost growing with the day's traffic (bench/NOTES.md)."""

@@ -19,11 +19,11 @@ import json
 import os
 import uuid
 
-from apps.core.host import host_name
+from jobweaver.core.host import host_name
 
 # The executor's task, named rather than imported: the scheduler never imports the executor's
 # runtime (ARCHITECTURE §2).
-RUN_JOB_TASK = "apps.executor.tasks.run_job"
+RUN_JOB_TASK = "jobweaver.executor.tasks.run_job"
 CONTENT_TYPE = "application/json"
 CONTENT_ENCODING = "utf-8"
 # The protocol's third body element: no callbacks, errbacks, chain or chord.

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from apps.core.timeutil import iso
-from apps.scheduler.models import ConcurrencyLimit, Pause
+from jobweaver.core.timeutil import iso
+from jobweaver.scheduler.models import ConcurrencyLimit, Pause
 
 
 def pause_list() -> list[Pause]:

@@ -11,13 +11,12 @@ from __future__ import annotations
 import uuid
 
 from django.db import transaction
-
-from apps.core.db import DatabaseNow
-from apps.core.errors import InvalidRequest
-from apps.core.names import checked_key, checked_queue_name
-from apps.engine import claim, executions
-from apps.scheduler.dispatch import dispatch_job_now
-from apps.scheduler.models import ConcurrencyLimit, JobExecution, Pause, PauseScope
+from jobweaver.core.db import DatabaseNow
+from jobweaver.core.errors import InvalidRequest
+from jobweaver.core.names import checked_key, checked_queue_name
+from jobweaver.engine import claim, executions
+from jobweaver.scheduler.dispatch import dispatch_job_now
+from jobweaver.scheduler.models import ConcurrencyLimit, JobExecution, Pause, PauseScope
 
 MAX_LIMIT_VALUE = 1_000_000
 

@@ -5,26 +5,25 @@ import threading
 
 from celery import shared_task
 from celery.signals import worker_ready
+from jobweaver.scheduler import wakeup
+from jobweaver.scheduler.dispatch import dispatch_due_jobs, warm_up_publisher
+from jobweaver.scheduler.rescue import rescue_expired_leases
+from jobweaver.scheduler.retention import retention_prune
 
-from apps.scheduler import wakeup
-from apps.scheduler.dispatch import dispatch_due_jobs, warm_up_publisher
-from apps.scheduler.rescue import rescue_expired_leases
-from apps.scheduler.retention import retention_prune
 
-
-@shared_task(name="apps.scheduler.tasks.dispatch_due_jobs")
+@shared_task(name="jobweaver.scheduler.tasks.dispatch_due_jobs")
 def dispatch_due_jobs_task() -> int:
     """Every JOBWEAVER_DISPATCH_INTERVAL_SECONDS: send what is due."""
     return len(dispatch_due_jobs())
 
 
-@shared_task(name="apps.scheduler.tasks.rescue_expired_leases")
+@shared_task(name="jobweaver.scheduler.tasks.rescue_expired_leases")
 def rescue_expired_leases_task() -> int:
     """Every JOBWEAVER_RESCUE_INTERVAL_SECONDS: move on executions whose worker was lost."""
     return len(rescue_expired_leases())
 
 
-@shared_task(name="apps.scheduler.tasks.prune_finished_work")
+@shared_task(name="jobweaver.scheduler.tasks.prune_finished_work")
 def prune_finished_work_task() -> dict[str, int]:
     """Every JOBWEAVER_PRUNE_INTERVAL_SECONDS: delete finished work past its retention."""
     return retention_prune()

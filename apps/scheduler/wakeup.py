@@ -21,10 +21,9 @@ import time
 import psycopg
 from django.conf import settings
 from django.db import connection
-
-from apps.engine.claim import DISPATCH_CHANNEL
-from apps.scheduler.dispatch import dispatch_due_jobs
-from apps.scheduler.models import ExecutionStatus, JobExecution, status_literal
+from jobweaver.engine.claim import DISPATCH_CHANNEL
+from jobweaver.scheduler.dispatch import dispatch_due_jobs
+from jobweaver.scheduler.models import ExecutionStatus, JobExecution, status_literal
 
 logger = logging.getLogger(__name__)
 
@@ -127,7 +126,7 @@ class _NextDue:
 
 def seconds_until_due(listener: psycopg.Connection) -> float | None:
     """Seconds until the earliest PENDING execution falls due (negative: overdue), on the
-    database clock; None when nothing waits. One index lookup (execution_pending_due)."""
+    database clock; None when nothing waits. One index lookup (jw_execution_pending_due)."""
     # The status in the text, not a parameter: the prepared statement is then planned once.
     pending = status_literal(ExecutionStatus.PENDING)
     row = listener.execute(

@@ -10,17 +10,16 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
-
-from apps.core.errors import JobWeaverError
-from apps.schedules.models import Schedule
-from apps.schedules.services import (
+from jobweaver.core.errors import JobWeaverError
+from jobweaver.schedules.models import Schedule
+from jobweaver.schedules.services import (
     schedule_create,
     schedule_delete,
     schedule_disable,
     schedule_enable,
     schedule_update,
 )
-from apps.schedules.validation import clean_job_template, clean_name, clean_rule
+from jobweaver.schedules.validation import clean_job_template, clean_name, clean_rule
 
 RULE_FIELDS = ("cron_expression", "time_zone", "interval_seconds")
 OTHER_FIELDS = ("job_template", "misfire_policy", "enabled")

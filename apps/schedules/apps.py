@@ -2,6 +2,6 @@ from django.apps import AppConfig
 
 
 class SchedulesConfig(AppConfig):
-    name = "apps.schedules"
-    label = "schedules"
+    name = "jobweaver.schedules"
+    label = "jobweaver_schedules"
     default_auto_field = "django.db.models.BigAutoField"

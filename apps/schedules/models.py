@@ -5,8 +5,7 @@ import uuid
 
 from django.conf import settings
 from django.db import models
-
-from apps.schedules import slots
+from jobweaver.schedules import slots
 
 
 class MisfirePolicy(models.TextChoices):
@@ -56,7 +55,7 @@ class Schedule(models.Model):
         indexes = [
             models.Index(
                 fields=["next_run_at"],
-                name="schedule_due",
+                name="jw_schedule_due",
                 condition=models.Q(enabled=True),
             )
         ]
@@ -66,11 +65,11 @@ class Schedule(models.Model):
                     models.Q(cron_expression__isnull=False, interval_seconds__isnull=True)
                     | models.Q(cron_expression__isnull=True, interval_seconds__gte=1)
                 ),
-                name="schedule_cron_xor_interval",
+                name="jw_schedule_cron_xor_interval",
             ),
             models.CheckConstraint(
                 condition=models.Q(enabled=False) | models.Q(next_run_at__isnull=False),
-                name="schedule_enabled_has_next_run",
+                name="jw_schedule_enabled_has_next_run",
             ),
         ]
 

@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 from django.db.models import QuerySet
+from jobweaver.accounts.selectors import holds
+from jobweaver.core.errors import JobNotFound
+from jobweaver.core.timeutil import iso
+from jobweaver.schedules.models import Schedule
+from jobweaver.schedules.validation import NAME_PATTERN
 
-from apps.accounts.selectors import holds
-from apps.core.errors import JobNotFound
-from apps.core.timeutil import iso
-from apps.schedules.models import Schedule
-from apps.schedules.validation import NAME_PATTERN
-
-VIEW_ALL = "schedules.view_all_schedules"
+VIEW_ALL = "jobweaver_schedules.view_all_schedules"
 
 
 class ScheduleNotFound(JobNotFound):

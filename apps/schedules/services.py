@@ -23,15 +23,14 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
-
-from apps.accounts.selectors import holds
-from apps.core.errors import Forbidden, IdempotencyConflict, InvalidRequest, QuotaExceeded
-from apps.jobs.services import HIGH_PRIORITY, job_submit
-from apps.jobs.validation import JobSpec
-from apps.schedules import slots
-from apps.schedules.models import Schedule
-from apps.schedules.selectors import schedule_get
-from apps.schedules.validation import (
+from jobweaver.accounts.selectors import holds
+from jobweaver.core.errors import Forbidden, IdempotencyConflict, InvalidRequest, QuotaExceeded
+from jobweaver.jobs.services import HIGH_PRIORITY, job_submit
+from jobweaver.jobs.validation import JobSpec
+from jobweaver.schedules import slots
+from jobweaver.schedules.models import Schedule
+from jobweaver.schedules.selectors import schedule_get
+from jobweaver.schedules.validation import (
     clean_enabled,
     clean_job_template,
     clean_misfire_policy,

@@ -7,9 +7,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from apps.core.errors import InvalidRequest
-from apps.jobs.validation import JobSpec, parse_job_request
-from apps.schedules import slots
+from jobweaver.core.errors import InvalidRequest
+from jobweaver.jobs.validation import JobSpec, parse_job_request
+from jobweaver.schedules import slots
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}")
 # camelCase field of the API -> keyword of the services.

@@ -1,12 +1,11 @@
 from django.apps import AppConfig
-
-from apps.jobs.python_tasks.registry import registry_build
+from jobweaver.jobs.python_tasks.registry import registry_build
 
 
 class TasksConfig(AppConfig):
     """JobWeaver as a backend of Django's Tasks framework (ARCHITECTURE §13)."""
 
-    name = "apps.tasks"
+    name = "jobweaver.tasks"
     label = "jobweaver_tasks"  # "tasks" would read like the framework's own app
     verbose_name = "Python tasks"
 

@@ -1,6 +1,6 @@
 """`JobWeaverBackend`: Django's Tasks framework (DEP 14) over JobWeaver (ARCHITECTURE §13).
 
-    TASKS = {"default": {"BACKEND": "apps.tasks.backend.JobWeaverBackend"}}
+    TASKS = {"default": {"BACKEND": "jobweaver.tasks.backend.JobWeaverBackend"}}
 
 `enqueue` turns a task call into a TASK job through `job_submit`, the submission path of the
 API and the CLI: one Job row, its PENDING execution and its JobCreated event, written in the
@@ -25,23 +25,22 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.utils.version import PY311
-
-from apps.core.errors import InvalidRequest, JobNotFound
-from apps.jobs.kinds import TASK, kind_of
-from apps.jobs.python_tasks import priority
-from apps.jobs.python_tasks.compat import (
+from jobweaver.core.errors import InvalidRequest, JobNotFound
+from jobweaver.jobs.kinds import TASK, kind_of
+from jobweaver.jobs.python_tasks import priority
+from jobweaver.jobs.python_tasks.compat import (
     InvalidTaskError,
     Task,
     TaskResult,
     TaskResultDoesNotExist,
     task_enqueued,
 )
-from apps.jobs.python_tasks.payload import validate_task_payload
-from apps.jobs.python_tasks.registry import registry_get
-from apps.jobs.python_tasks.results import TaskResultsBackend
-from apps.jobs.selectors import attempts_for_jobs, job_get
-from apps.jobs.services import MAX_IDEMPOTENCY_KEY_CHARS, job_submit
-from apps.jobs.validation import JobSpec
+from jobweaver.jobs.python_tasks.payload import validate_task_payload
+from jobweaver.jobs.python_tasks.registry import registry_get
+from jobweaver.jobs.python_tasks.results import TaskResultsBackend
+from jobweaver.jobs.selectors import attempts_for_jobs, job_get
+from jobweaver.jobs.services import MAX_IDEMPOTENCY_KEY_CHARS, job_submit
+from jobweaver.jobs.validation import JobSpec
 
 
 @dataclass(frozen=True, slots=PY311, kw_only=True)

@@ -2,7 +2,7 @@
 recorded before the move name these paths as their exception class, and DEP 14's
 `TaskError.exception_class` imports the path it was given."""
 
-from apps.jobs.python_tasks.exceptions import (
+from jobweaver.jobs.python_tasks.exceptions import (
     AttemptLost,
     NonRetryableError,
     TaskCancelled,

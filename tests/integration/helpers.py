@@ -8,12 +8,12 @@ import uuid
 from datetime import timedelta
 
 from django.utils import timezone
+from jobweaver.accounts.tests.helpers import SUBMITTER, make_user, token_for
+from jobweaver.executor.models import ExecutionAttempt
+from jobweaver.scheduler.dispatch import dispatch_due_jobs
+from jobweaver.scheduler.models import JobExecution
 from rest_framework.test import APIClient
 
-from apps.accounts.tests.helpers import SUBMITTER, make_user, token_for
-from apps.executor.models import ExecutionAttempt
-from apps.scheduler.dispatch import dispatch_due_jobs
-from apps.scheduler.models import JobExecution
 from tests.stack import wait_for
 
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED"}
@@ -70,7 +70,7 @@ def running_attempt(job_id, *, steps_completed: int = 1, timeout: float = 30) ->
 
 def assert_invariants(job_ids) -> None:
     """`manage.py check_invariants`, scoped to these jobs: no violation."""
-    from apps.scheduler.invariants import check_invariants
+    from jobweaver.scheduler.invariants import check_invariants
 
     violations = check_invariants(job_ids=list(job_ids))
     assert not violations, "\n".join(str(violation) for violation in violations)

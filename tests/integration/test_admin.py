@@ -8,11 +8,11 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
+from jobweaver.executor.models import ExecutionAttempt
+from jobweaver.jobs.services import job_submit
+from jobweaver.jobs.validation import parse_job_request
+from jobweaver.scheduler.models import JobExecution
 
-from apps.executor.models import ExecutionAttempt
-from apps.jobs.services import job_submit
-from apps.jobs.validation import parse_job_request
-from apps.scheduler.models import JobExecution
 from tests.stack import wait_for
 
 pytestmark = pytest.mark.integration
@@ -39,7 +39,7 @@ def outcomes(job_id: uuid.UUID) -> list[tuple[int, str]]:
 
 def post_retry_action(client: Client, job_id: uuid.UUID) -> list[str]:
     response = client.post(
-        reverse("admin:jobs_job_changelist"),
+        reverse("admin:jobweaver_jobs_job_changelist"),
         {"action": "retry_jobs", "_selected_action": [str(job_id)], "index": 0},
         follow=True,
     )

@@ -21,10 +21,10 @@ from django.contrib.staticfiles.handlers import StaticFilesHandler
 from django.test import override_settings
 from django.test.testcases import LiveServerThread
 from django.utils import timezone
+from jobweaver.jobs.services import job_submit
+from jobweaver.jobs.validation import parse_job_request
+from jobweaver.scheduler.models import JobExecution
 
-from apps.jobs.services import job_submit
-from apps.jobs.validation import parse_job_request
-from apps.scheduler.models import JobExecution
 from tests.stack import skip_or_fail_without, wait_for
 
 webdriver = pytest.importorskip("selenium.webdriver")
@@ -156,7 +156,7 @@ def test_operator_filters_failed_jobs_and_retries_all_matching(
     log_in(browser, web, operator)
 
     # The job list, filtered: FAILED (from the filter sidebar) and this trace (the search box).
-    browser.get(f"{web}/admin/jobs/job/?q={trace}")
+    browser.get(f"{web}/admin/jobweaver_jobs/job/?q={trace}")
     browser.find_element(
         By.CSS_SELECTOR, "#changelist-filter a[href*='execution__status=FAILED']"
     ).click()
@@ -195,7 +195,7 @@ def test_operator_filters_failed_jobs_and_retries_all_matching(
             timeout=WAIT_SECONDS,
             message=f"job {job.id} to complete after the retry",
         )
-    browser.get(f"{web}/admin/jobs/job/?q={trace}&execution__status=COMPLETED")
+    browser.get(f"{web}/admin/jobweaver_jobs/job/?q={trace}&execution__status=COMPLETED")
     assert len(browser.find_elements(By.CSS_SELECTOR, "#result_list .jw-badge.jw-COMPLETED")) == 3
     screenshot(browser, "job-list-completed")
 

@@ -18,14 +18,14 @@ from confluent_kafka import Consumer, Producer
 from django.conf import settings
 from django.db import connection
 from django.db.models import Max
+from jobweaver.core.kafka import RUN_JOB, common_config, topic_name
+from jobweaver.executor.models import ExecutionAttempt
+from jobweaver.jobs.models import Job
+from jobweaver.jobs.services import job_cancel, job_submit
+from jobweaver.jobs.validation import parse_job_request
+from jobweaver.scheduler import flow
+from jobweaver.scheduler.models import JobExecution
 
-from apps.core.kafka import RUN_JOB, common_config, topic_name
-from apps.executor.models import ExecutionAttempt
-from apps.jobs.models import Job
-from apps.jobs.services import job_cancel, job_submit
-from apps.jobs.validation import parse_job_request
-from apps.scheduler import flow
-from apps.scheduler.models import JobExecution
 from tests.integration.helpers import assert_invariants, worker_pid
 from tests.stack import child_environment, wait_for
 
@@ -361,4 +361,4 @@ def test_no_live_executor_means_nothing_is_dispatched_and_readyz_says_so(stack, 
 
 
 def dispatch_ticks(stack) -> int:
-    return stack.scheduler.log_text().count("Task apps.scheduler.tasks.dispatch_due_jobs[")
+    return stack.scheduler.log_text().count("Task jobweaver.scheduler.tasks.dispatch_due_jobs[")

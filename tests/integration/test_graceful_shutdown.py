@@ -70,7 +70,7 @@ def test_sigterm_finishes_short_attempts_and_releases_long_ones(stack, live_db):
     assert stopped_after < GRACE + 10, f"the worker took {stopped_after:.1f} s to stop"
     print(f"SIGTERM: worker stopped after {stopped_after:.1f} s (grace {GRACE} s)")
 
-    from apps.jobs.services import job_cancel
+    from jobweaver.jobs.services import job_cancel
 
     job_cancel(job_id=long_job)  # no need to sleep 30 s more
     wait_for_status(long_job, "CANCELLED", timeout=10)

@@ -18,28 +18,28 @@ import pytest
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Max
-
-from apps.engine.claim.rules import RATE_WINDOW_SECONDS
-from apps.executor.models import ExecutionAttempt
-from apps.jobs.services import job_submit_batch
-from apps.jobs.validation import parse_job_request
-from apps.scheduler import flow
-from apps.scheduler.dispatch import dispatch_due_jobs
-from apps.scheduler.models import JobExecution, Pause
-from apps.scheduler.services import (
+from jobweaver.engine.claim.rules import RATE_WINDOW_SECONDS
+from jobweaver.executor.models import ExecutionAttempt
+from jobweaver.jobs.services import job_submit_batch
+from jobweaver.jobs.validation import parse_job_request
+from jobweaver.scheduler import flow
+from jobweaver.scheduler.dispatch import dispatch_due_jobs
+from jobweaver.scheduler.models import JobExecution, Pause
+from jobweaver.scheduler.services import (
     concurrency_limit_delete,
     concurrency_limit_set,
     execution_run_now,
     queue_pause,
     queue_resume,
 )
+
 from tests.integration.helpers import assert_invariants, live_executors, worker_pid
 from tests.stack import wait_for
 
 pytestmark = [pytest.mark.integration]
 
 STEP_MS = 300
-SLEEP_TASK = "apps.examples.tasks.sleep"
+SLEEP_TASK = "jobweaver_site.examples.tasks.sleep"
 
 
 class Rules:

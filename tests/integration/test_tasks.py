@@ -13,15 +13,15 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from django.contrib.auth import get_user_model
 from django.utils import timezone
+from jobweaver.core.kafka import JOB_DEAD_LETTER, common_config, topic_name
+from jobweaver.executor.models import ExecutionAttempt
+from jobweaver.jobs.models import Job
+from jobweaver.jobs.python_tasks.compat import TaskResultStatus, task_enqueued
+from jobweaver.jobs.python_tasks.exceptions import TaskTimedOut
+from jobweaver.scheduler.models import JobExecution
 from rest_framework.test import APIClient
 
-from apps.core.kafka import JOB_DEAD_LETTER, common_config, topic_name
-from apps.examples.tasks import add, always_fails, flaky, sleep
-from apps.executor.models import ExecutionAttempt
-from apps.jobs.models import Job
-from apps.jobs.python_tasks.compat import TaskResultStatus, task_enqueued
-from apps.jobs.python_tasks.exceptions import TaskTimedOut
-from apps.scheduler.models import JobExecution
+from jobweaver_site.examples.tasks import add, always_fails, flaky, sleep
 from tests.integration.helpers import (
     assert_invariants,
     attempts_of,
@@ -33,7 +33,7 @@ from tests.stack import wait_for
 pytestmark = [pytest.mark.integration]
 
 TIMED_OUT = "timed out after 1 s (timeoutSeconds)"
-CANARY = "apps.jobs.tests.unit.never_imported"
+CANARY = "jobweaver.jobs.tests.unit.never_imported"
 
 
 def admin_client() -> APIClient:
@@ -155,7 +155,7 @@ def test_a_task_over_its_timeout_fails_at_the_deadline_and_its_late_result_is_ig
     executor = next(e for e in stack.executors if e.pid == worker_pid(attempt))
     wait_for(
         lambda: (
-            "apps.examples.tasks.sleep returned after its attempt ended (timed out)"
+            "jobweaver_site.examples.tasks.sleep returned after its attempt ended (timed out)"
             in executor.log_text()
         ),
         timeout=30,
@@ -206,7 +206,9 @@ def test_run_after_defers_a_task(stack, live_db):
     assert add.get_result(result.id).task.run_after == run_after
 
 
-@pytest.mark.parametrize("path", ["os.system", "apps.examples.tasks.nope", f"{CANARY}.boom"])
+@pytest.mark.parametrize(
+    "path", ["os.system", "jobweaver_site.examples.tasks.nope", f"{CANARY}.boom"]
+)
 def test_an_unregistered_path_over_the_api_is_a_400_and_persists_nothing(stack, live_db, path):
     before = Job.objects.count()
 

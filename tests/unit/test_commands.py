@@ -11,9 +11,8 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
-
-from apps.core.commands import EXIT_BAD_INPUT, EXIT_FAILED, CommandExit, JobWeaverCommand
-from apps.core.errors import (
+from jobweaver.core.commands import EXIT_BAD_INPUT, EXIT_FAILED, CommandExit, JobWeaverCommand
+from jobweaver.core.errors import (
     IdempotencyConflict,
     InvalidRequest,
     InvalidStateTransition,
@@ -21,7 +20,7 @@ from apps.core.errors import (
     JobWeaverError,
     PayloadTooLarge,
 )
-from apps.jobs.management.commands.submit_job import Command as SubmitJob
+from jobweaver.jobs.management.commands.submit_job import Command as SubmitJob
 
 
 def our_commands() -> list[tuple[str, str]]:
@@ -53,7 +52,7 @@ def test_the_discovery_finds_the_commands_we_know_of():
 
 @pytest.mark.parametrize(("app", "name"), our_commands())
 def test_every_command_answers_help(app, name, capsys):
-    module = importlib.import_module(f"apps.{app}.management.commands.{name}")
+    module = importlib.import_module(f"jobweaver.{app}.management.commands.{name}")
 
     code, out, err = run_from_shell(module.Command(), name, "--help", capsys=capsys)
 
@@ -92,7 +91,7 @@ class Probe(JobWeaverCommand):
 
 
 # The module name stands in for the command name, as for a command file.
-Probe.__module__ = "apps.core.management.commands.probe"
+Probe.__module__ = "jobweaver.core.management.commands.probe"
 
 OUTCOMES = [
     ("not-allowed", 1, "Job 1 is COMPLETED; it cannot be cancelled"),

@@ -31,7 +31,7 @@ def slow_publisher(monkeypatch, seconds: float) -> threading.Event:
         threading.Event().wait(seconds)  # the broker connection and producer id, simulated
         finished.set()
 
-    monkeypatch.setattr("apps.scheduler.dispatch.warm_up_publisher", warm_up_publisher)
+    monkeypatch.setattr("jobweaver.scheduler.dispatch.warm_up_publisher", warm_up_publisher)
     return finished
 
 

@@ -8,9 +8,12 @@ anything they exercise.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import grimp
 
-PACKAGES = ("apps", "jobweaver_site", "kombu_kafka")
+PACKAGES = ("jobweaver", "jobweaver_site", "kombu_kafka")
 
 
 def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -80,10 +83,10 @@ def test_no_module_level_import_cycles():
 
 
 def _app_of(module: str) -> str | None:
-    """`apps.<app>` of a module; None for the shared core and for any app's models, which
+    """`jobweaver.<app>` of a module; None for the shared core and for any app's models, which
     every layer may import (ARCHITECTURE §2)."""
     parts = module.split(".")
-    if parts[0] != "apps" or len(parts) < 2 or parts[1] == "core":
+    if parts[0] != "jobweaver" or len(parts) < 2 or parts[1] == "core":
         return None
     if len(parts) > 2 and parts[2] == "models":
         return None
@@ -95,8 +98,8 @@ def app_graph() -> dict[str, set[str]]:
     imports included (grimp reads both)."""
     graph: dict[str, set[str]] = {}
     for module, imported in project_graph().items():
-        source = _app_of(module) if module.startswith("apps.") else None
-        if source is None and module.startswith("apps.") and ".models" not in module:
+        source = _app_of(module) if module.startswith("jobweaver.") else None
+        if source is None and module.startswith("jobweaver.") and ".models" not in module:
             continue  # the core
         if source is None:
             continue
@@ -114,3 +117,20 @@ def app_graph() -> dict[str, set[str]]:
 def test_no_two_apps_depend_on_each_other_directly_or_through_others():
     cycles = _strongly_connected(app_graph())
     assert cycles == [], "apps importing each other: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_nothing_imports_apps_the_directory_is_jobweaver():
+    """`apps/` is only where `jobweaver`'s source lives (ARCHITECTURE §14): no import of
+    `apps`, static or dynamic (a dotted path in a string), anywhere in the repository."""
+    root = Path(__file__).resolve().parents[2]
+    pattern = re.compile(r"^\s*(from|import)\s+apps\b|[\"']apps\.[a-z]", re.MULTILINE)
+    offenders = [
+        str(path.relative_to(root))
+        for folder in ("apps", "jobweaver_site", "kombu_kafka", "tests", "bench")
+        for path in (root / folder).rglob("*.py")
+        if pattern.search(path.read_text())
+    ]
+    offenders += [
+        name for name in ("conftest.py", "manage.py") if pattern.search((root / name).read_text())
+    ]
+    assert offenders == []

@@ -79,7 +79,9 @@ def test_product_code_asks_the_kinds_registry_instead_of_naming_a_kind():
         for path in modules
         for violation in violations(path.read_text(), str(path.relative_to(APPS.parent)))
     ]
-    assert found == [], "ask apps.jobs.kinds (kind_of, kind_named) instead:\n" + "\n".join(found)
+    assert found == [], "ask jobweaver.jobs.kinds (kind_of, kind_named) instead:\n" + "\n".join(
+        found
+    )
 
 
 @pytest.mark.parametrize(

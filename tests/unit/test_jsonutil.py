@@ -4,9 +4,8 @@
 from __future__ import annotations
 
 import pytest
-
-from apps.core.errors import InvalidRequest
-from apps.core.jsonutil import loads_strict
+from jobweaver.core.errors import InvalidRequest
+from jobweaver.core.jsonutil import loads_strict
 
 
 def refusal(document: str | bytes) -> str:

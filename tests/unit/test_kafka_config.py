@@ -1,6 +1,6 @@
 """TLS/SASL settings reach every Kafka client the project builds."""
 
-from apps.core.kafka import common_config
+from jobweaver.core.kafka import common_config
 
 
 def test_security_settings_join_the_bootstrap_servers(settings):

@@ -8,8 +8,7 @@ import logging
 import threading
 
 import pytest
-
-from apps.core.logcontext import (
+from jobweaver.core.logcontext import (
     ContextFilter,
     JsonFormatter,
     PlainFormatter,

@@ -1,2 +1,2 @@
 # The jobs app's fixture that runs a management command as manage.py does.
-from apps.jobs.tests.conftest import run_command  # noqa: F401
+from jobweaver.jobs.tests.conftest import run_command  # noqa: F401

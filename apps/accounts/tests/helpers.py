@@ -6,11 +6,10 @@ import uuid
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
-
-from apps.accounts.services import api_token_create
+from jobweaver.accounts.services import api_token_create
 
 # What a client that submits and manages its own jobs holds (ARCHITECTURE §8).
-SUBMITTER = ("jobs.add_job", "jobs.change_job", "jobs.view_job")
+SUBMITTER = ("jobweaver_jobs.add_job", "jobweaver_jobs.change_job", "jobweaver_jobs.view_job")
 
 
 def grant(user, *permissions: str):

@@ -9,13 +9,17 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-
-from apps.accounts.selectors import missing_permissions
-from apps.accounts.tests.helpers import make_user
+from jobweaver.accounts.selectors import missing_permissions
+from jobweaver.accounts.tests.helpers import make_user
 
 pytestmark = pytest.mark.django_db
 
-ASKED = ["jobs.add_job", "jobs.view_all_jobs", "jobs.change_job", "scheduler.change_pause"]
+ASKED = [
+    "jobweaver_jobs.add_job",
+    "jobweaver_jobs.view_all_jobs",
+    "jobweaver_jobs.change_job",
+    "jobweaver_scheduler.change_pause",
+]
 
 
 def _permission(name: str) -> Permission:
@@ -34,22 +38,26 @@ def _django_says(user) -> list[str]:
 
 def _users() -> dict[str, object]:
     operators = Group.objects.create(name="operators")
-    operators.permissions.add(_permission("jobs.view_all_jobs"), _permission("jobs.change_job"))
+    operators.permissions.add(
+        _permission("jobweaver_jobs.view_all_jobs"), _permission("jobweaver_jobs.change_job")
+    )
     other_group = Group.objects.create(name="auditors")
-    other_group.permissions.add(_permission("scheduler.change_pause"))
-    own_and_group = make_user("own-and-group", "jobs.add_job")
+    other_group.permissions.add(_permission("jobweaver_scheduler.change_pause"))
+    own_and_group = make_user("own-and-group", "jobweaver_jobs.add_job")
     own_and_group.groups.add(operators)
     inactive = make_user("inactive", *ASKED, is_active=False)
     inactive.groups.add(operators)
     return {
         "nothing": make_user("nothing"),
-        "own only": make_user("own", "jobs.add_job", "scheduler.change_pause"),
+        "own only": make_user("own", "jobweaver_jobs.add_job", "jobweaver_scheduler.change_pause"),
         "group only": _with_group(make_user("grouped"), operators),
         "own and group": own_and_group,
         "inactive": inactive,
         "superuser": make_user("root", is_superuser=True),
         "inactive superuser": make_user("old-root", is_superuser=True, is_active=False),
-        "another's group": _with_group(make_user("bystander", "jobs.add_job"), other_group),
+        "another's group": _with_group(
+            make_user("bystander", "jobweaver_jobs.add_job"), other_group
+        ),
     }
 
 
@@ -66,12 +74,14 @@ def test_each_user_lacks_what_django_says_it_lacks():
         assert missing_permissions(_fresh(user), ASKED) == _django_says(user), name
     # The cases differ: the comparison is not between two empty lists.
     assert missing_permissions(_fresh(users["nothing"]), ASKED) == ASKED
-    assert missing_permissions(_fresh(users["own and group"]), ASKED) == ["scheduler.change_pause"]
+    assert missing_permissions(_fresh(users["own and group"]), ASKED) == [
+        "jobweaver_scheduler.change_pause"
+    ]
     assert missing_permissions(_fresh(users["superuser"]), ASKED) == []
 
 
 def test_one_statement_for_any_number_of_permissions():
-    user = _fresh(make_user("counted", "jobs.add_job"))
+    user = _fresh(make_user("counted", "jobweaver_jobs.add_job"))
 
     with CaptureQueriesContext(connection) as queries:
         missing = missing_permissions(user, ASKED)
@@ -81,20 +91,25 @@ def test_one_statement_for_any_number_of_permissions():
 
 
 def test_a_permission_that_does_not_exist_is_missing():
-    user = _fresh(make_user("typo", "jobs.add_job"))
+    user = _fresh(make_user("typo", "jobweaver_jobs.add_job"))
 
-    assert missing_permissions(user, ["jobs.add_jobs", "jobs.add_job"]) == ["jobs.add_jobs"]
+    assert missing_permissions(user, ["jobweaver_jobs.add_jobs", "jobweaver_jobs.add_job"]) == [
+        "jobweaver_jobs.add_jobs"
+    ]
     assert missing_permissions(user, []) == []
 
 
 def test_another_backend_is_asked_through_django(settings):
     settings.AUTHENTICATION_BACKENDS = [
         "django.contrib.auth.backends.ModelBackend",
-        "apps.accounts.tests.test_permissions.GrantsViewAll",
+        "jobweaver.accounts.tests.test_permissions.GrantsViewAll",
     ]
-    user = _fresh(make_user("elsewhere", "jobs.add_job"))
+    user = _fresh(make_user("elsewhere", "jobweaver_jobs.add_job"))
 
-    assert missing_permissions(user, ASKED) == ["jobs.change_job", "scheduler.change_pause"]
+    assert missing_permissions(user, ASKED) == [
+        "jobweaver_jobs.change_job",
+        "jobweaver_scheduler.change_pause",
+    ]
 
 
 class GrantsViewAll:
@@ -104,4 +119,4 @@ class GrantsViewAll:
         return None
 
     def has_perm(self, user, perm, obj=None):
-        return perm == "jobs.view_all_jobs"
+        return perm == "jobweaver_jobs.view_all_jobs"

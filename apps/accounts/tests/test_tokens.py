@@ -12,13 +12,12 @@ from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
+from jobweaver.accounts.management.commands.create_api_token import Command as CreateApiToken
+from jobweaver.accounts.models import ApiToken
+from jobweaver.accounts.services import api_token_create, api_token_rotate, api_tokens_revoke
+from jobweaver.accounts.tests.helpers import SUBMITTER, make_user
+from jobweaver.jobs.tests.api_helpers import assert_error_body
 from rest_framework.test import APIClient
-
-from apps.accounts.management.commands.create_api_token import Command as CreateApiToken
-from apps.accounts.models import ApiToken
-from apps.accounts.services import api_token_create, api_token_rotate, api_tokens_revoke
-from apps.accounts.tests.helpers import SUBMITTER, make_user
-from apps.jobs.tests.api_helpers import assert_error_body
 
 pytestmark = pytest.mark.django_db
 
@@ -117,14 +116,14 @@ def test_the_admin_lists_tokens_but_never_a_key_and_cannot_add_one(client):
     key = api_token_create(user=admin, name="shown-never").key
     client.force_login(admin)
 
-    listing = client.get("/admin/accounts/apitoken/").content.decode()
-    detail = client.get(f"/admin/accounts/apitoken/{ApiToken.objects.get().pk}/change/")
+    listing = client.get("/admin/jobweaver_accounts/apitoken/").content.decode()
+    detail = client.get(f"/admin/jobweaver_accounts/apitoken/{ApiToken.objects.get().pk}/change/")
 
     assert "shown-never" in listing
     for page in (listing, detail.content.decode()):
         assert key not in page
         assert ApiToken.objects.get().key_hash not in page
-    assert client.get("/admin/accounts/apitoken/add/").status_code == 403
+    assert client.get("/admin/jobweaver_accounts/apitoken/add/").status_code == 403
 
 
 def test_the_admin_revokes_tokens(client):
@@ -133,7 +132,7 @@ def test_the_admin_revokes_tokens(client):
     client.force_login(admin)
 
     client.post(
-        "/admin/accounts/apitoken/",
+        "/admin/jobweaver_accounts/apitoken/",
         {"action": "revoke", "_selected_action": [ApiToken.objects.get().pk]},
     )
 

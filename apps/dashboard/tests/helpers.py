@@ -5,10 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.utils import timezone
-
-from apps.executor.services import attempt_finish, attempt_start
-from apps.jobs.models import Job
-from apps.scheduler.tests.factories import dispatched, execution_of, submitted_job
+from jobweaver.executor.services import attempt_finish, attempt_start
+from jobweaver.jobs.models import Job
+from jobweaver.scheduler.tests.factories import dispatched, execution_of, submitted_job
 
 __all__ = [
     "dead_letter",

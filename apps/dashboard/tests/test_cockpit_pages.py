@@ -10,24 +10,23 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.urls import reverse
-
-from apps.dashboard.tests.helpers import (
+from jobweaver.dashboard.tests.helpers import (
     dead_letter,
     execution_of,
     fail_attempt,
     failed_once,
     submitted_job,
 )
-from apps.jobs.models import Job
-from apps.jobs.services import job_retry
-from apps.scheduler.tests.factories import live_executor, started
+from jobweaver.jobs.models import Job
+from jobweaver.jobs.services import job_retry
+from jobweaver.scheduler.tests.factories import live_executor, started
 
 pytestmark = pytest.mark.django_db
 
 DASHBOARD = reverse("jobweaver-dashboard")
 LIVE = reverse("jobweaver-dashboard-live")
 DESK = reverse("jobweaver-dead-letters")
-SUBMIT = reverse("admin:jobs_job_submit")
+SUBMIT = reverse("admin:jobweaver_jobs_job_submit")
 
 
 def messages_of(response) -> list[str]:
@@ -150,7 +149,9 @@ def test_submit_a_simulation_job_from_the_admin(admin_client):
     )
 
     job = Job.objects.get(idempotency_key="form-1")
-    assert response.redirect_chain[-1][0] == reverse("admin:jobs_job_change", args=[job.id])
+    assert response.redirect_chain[-1][0] == reverse(
+        "admin:jobweaver_jobs_job_change", args=[job.id]
+    )
     assert (job.priority, job.max_retries, job.steps) == (
         6,
         2,
@@ -162,13 +163,13 @@ def test_submit_a_simulation_job_from_the_admin(admin_client):
 
 def test_submit_a_task_job_from_the_admin(admin_client):
     page = admin_client.get(SUBMIT)
-    assert "apps.examples.tasks.add" in page.content.decode()  # registered tasks offered
+    assert "jobweaver_site.examples.tasks.add" in page.content.decode()  # registered tasks offered
 
     admin_client.post(
         SUBMIT,
         {
             "job_type": "TASK",
-            "task": "apps.examples.tasks.add",
+            "task": "jobweaver_site.examples.tasks.add",
             "args": "[2, 3]",
             "kwargs": "{}",
             "priority": 5,
@@ -178,7 +179,7 @@ def test_submit_a_task_job_from_the_admin(admin_client):
 
     job = Job.objects.get(idempotency_key="form-task")
     assert job.job_type == "TASK"
-    assert job.instruction["task"] == "apps.examples.tasks.add"
+    assert job.instruction["task"] == "jobweaver_site.examples.tasks.add"
     assert job.instruction["args"] == [2, 3]
 
 
@@ -188,7 +189,10 @@ def test_submit_a_task_job_from_the_admin(admin_client):
         ({"job_type": "SIMULATION", "steps": "[{"}, "not JSON"),
         ({"job_type": "SIMULATION", "steps": '[{"action": "EXPLODE"}]'}, "action"),
         ({"job_type": "TASK", "task": "", "args": "[]"}, "choose the task"),
-        ({"job_type": "TASK", "task": "apps.examples.tasks.add", "args": "[1]"}, "argument"),
+        (
+            {"job_type": "TASK", "task": "jobweaver_site.examples.tasks.add", "args": "[1]"},
+            "argument",
+        ),
         (
             {
                 "job_type": "SIMULATION",

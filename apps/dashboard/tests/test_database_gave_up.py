@@ -11,10 +11,10 @@ from unittest import mock
 import pytest
 from django.db import OperationalError
 from django.urls import reverse
+from jobweaver.engine.claim import DISPATCH_LOCK_KEY
+from jobweaver.scheduler.models import ConcurrencyLimit, Pause
+from jobweaver.scheduler.services import concurrency_limit_set
 
-from apps.engine.claim import DISPATCH_LOCK_KEY
-from apps.scheduler.models import ConcurrencyLimit, Pause
-from apps.scheduler.services import concurrency_limit_set
 from tests.sessions import held_by_another_session
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,7 +28,7 @@ def test_a_pause_that_waits_out_the_lock_timeout_is_a_busy_page_and_nothing_chan
         "SELECT pg_advisory_lock(%s)", [DISPATCH_LOCK_KEY], settings=["lock_timeout = '200ms'"]
     ):
         response = admin_client.post(
-            reverse("admin:scheduler_pause_add"),
+            reverse("admin:jobweaver_scheduler_pause_add"),
             {"scope": "QUEUE", "name": "imports", "reason": "vendor outage"},
         )
 
@@ -42,7 +42,7 @@ def test_a_pause_that_waits_out_the_lock_timeout_is_a_busy_page_and_nothing_chan
     assert not Pause.objects.exists()
     # Once the lock is free, the same request goes through.
     again = admin_client.post(
-        reverse("admin:scheduler_pause_add"),
+        reverse("admin:jobweaver_scheduler_pause_add"),
         {"scope": "QUEUE", "name": "imports", "reason": "vendor outage"},
     )
     assert again.status_code == 302
@@ -53,10 +53,10 @@ def test_a_limit_change_cancelled_at_the_statement_timeout_says_so_and_nothing_c
     admin_client,
 ):
     limit, _ = concurrency_limit_set(pattern="customer-*", max_running=2, max_per_second=None)
-    change = reverse("admin:scheduler_concurrencylimit_change", args=[limit.pk])
+    change = reverse("admin:jobweaver_scheduler_concurrencylimit_change", args=[limit.pk])
 
     with held_by_another_session(
-        "SELECT 1 FROM scheduler_concurrencylimit WHERE id = %s FOR UPDATE",
+        "SELECT 1 FROM jobweaver_scheduler_concurrencylimit WHERE id = %s FOR UPDATE",
         [limit.pk],
         settings=["lock_timeout = 0", "statement_timeout = '200ms'"],
     ):
@@ -74,12 +74,12 @@ def test_other_database_errors_of_an_admin_page_are_not_dressed_up(admin_client)
     (the test client re-raises it, as Django would log it with its traceback)."""
     with (
         mock.patch(
-            "apps.scheduler.admin.concurrency_limit_set",
+            "jobweaver.scheduler.admin.concurrency_limit_set",
             side_effect=OperationalError("server closed the connection unexpectedly"),
         ),
         pytest.raises(OperationalError),
     ):
         admin_client.post(
-            reverse("admin:scheduler_concurrencylimit_add"),
+            reverse("admin:jobweaver_scheduler_concurrencylimit_add"),
             {"pattern": "tenant-*", "max_running": "1", "max_per_second": ""},
         )

@@ -12,23 +12,22 @@ from django.contrib.auth.models import Permission
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
-
-from apps.dashboard.tests.helpers import (
+from jobweaver.dashboard.tests.helpers import (
     dead_letter,
     delayed_job,
     execution_of,
     failed_once,
     submitted_job,
 )
-from apps.jobs.admin import JobAdmin
-from apps.jobs.models import Job
-from apps.jobs.services import job_cancel, job_submit
-from apps.jobs.validation import parse_job_request
-from apps.scheduler.tests.factories import dispatched
+from jobweaver.jobs.admin import JobAdmin
+from jobweaver.jobs.models import Job
+from jobweaver.jobs.services import job_cancel, job_submit
+from jobweaver.jobs.validation import parse_job_request
+from jobweaver.scheduler.tests.factories import dispatched
 
 pytestmark = pytest.mark.django_db
 
-CHANGELIST = reverse("admin:jobs_job_changelist")
+CHANGELIST = reverse("admin:jobweaver_jobs_job_changelist")
 # Session, user, the filtered count, the page (with executions joined): whatever the page size.
 JOB_LIST_QUERIES = 4
 
@@ -43,7 +42,7 @@ def shown_messages(response) -> list[str]:
 
 
 def bulk_url(action: str, **filters) -> str:
-    url = reverse("admin:jobs_job_bulk", args=[action])
+    url = reverse("admin:jobweaver_jobs_job_bulk", args=[action])
     return url + ("?" + "&".join(f"{k}={v}" for k, v in filters.items()) if filters else "")
 
 
@@ -206,10 +205,10 @@ def test_run_now_makes_delayed_jobs_due_and_skips_due_ones(admin_client):
 def test_discard_action_and_the_job_page_buttons(admin_client):
     dead, cancelled = dead_letter(), submitted_job()
     job_cancel(job_id=cancelled.id)
-    page = reverse("admin:jobs_job_change", args=[dead.id])
+    page = reverse("admin:jobweaver_jobs_job_change", args=[dead.id])
 
     response = admin_client.post(
-        reverse("admin:jobs_job_bulk", args=["discard"]),
+        reverse("admin:jobweaver_jobs_job_bulk", args=["discard"]),
         {"ids": [str(dead.id), str(cancelled.id)], "next": page},
         follow=True,
     )
@@ -232,13 +231,13 @@ def test_view_only_staff_see_no_action_buttons_and_cannot_act(client):
     job = dead_letter()
 
     content = client.get(CHANGELIST).content.decode()
-    page = client.get(reverse("admin:jobs_job_change", args=[job.id])).content.decode()
+    page = client.get(reverse("admin:jobweaver_jobs_job_change", args=[job.id])).content.decode()
 
     assert 'id="jw-all-matching"' not in content
     assert 'id="jw-job-actions"' not in page
     assert client.get(bulk_url("retry")).status_code == 403
     assert client.post(bulk_url("retry"), {"confirm": "yes"}).status_code == 403
-    assert client.get(reverse("admin:jobs_job_submit")).status_code == 403
+    assert client.get(reverse("admin:jobweaver_jobs_job_submit")).status_code == 403
     assert execution_of(job.id).status == "FAILED"
 
 
@@ -254,7 +253,9 @@ def test_non_staff_are_sent_to_the_login_page(client):
 def test_job_page_shows_payload_path_attempts_logs_and_events(admin_client):
     job = dead_letter("it broke", log_lines=["step one says hi"])
 
-    content = admin_client.get(reverse("admin:jobs_job_change", args=[job.id])).content.decode()
+    content = admin_client.get(
+        reverse("admin:jobweaver_jobs_job_change", args=[job.id])
+    ).content.decode()
 
     for expected in (
         'id="jw-job-panel"',
@@ -285,7 +286,7 @@ def test_a_job_whose_row_stays_locked_is_skipped_as_busy_and_the_others_are_canc
     held = waiting[1]
     with psycopg.connect(**connection.get_connection_params()) as other:
         other.execute(
-            "SELECT 1 FROM scheduler_jobexecution WHERE job_id = %s FOR UPDATE", [held.id]
+            "SELECT 1 FROM jobweaver_scheduler_jobexecution WHERE job_id = %s FOR UPDATE", [held.id]
         )
         with connection.cursor() as cursor:
             cursor.execute("SET lock_timeout = '200ms'")

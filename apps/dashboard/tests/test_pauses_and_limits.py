@@ -6,10 +6,9 @@ from __future__ import annotations
 import pytest
 from django.contrib.admin.models import DELETION, LogEntry
 from django.urls import reverse
-
-from apps.accounts.tests.helpers import make_user
-from apps.scheduler.models import Pause
-from apps.scheduler.services import concurrency_limit_set, queue_pause
+from jobweaver.accounts.tests.helpers import make_user
+from jobweaver.scheduler.models import Pause
+from jobweaver.scheduler.services import concurrency_limit_set, queue_pause
 
 pytestmark = pytest.mark.django_db
 
@@ -43,8 +42,8 @@ def test_the_page_shows_pauses_and_limits_with_resume_buttons(admin_client, cont
         'name="name" value="emails"',
         "customer-*",
         "Concurrency limits",
-        reverse("admin:scheduler_pause_changelist"),
-        reverse("admin:scheduler_concurrencylimit_changelist"),
+        reverse("admin:jobweaver_scheduler_pause_changelist"),
+        reverse("admin:jobweaver_scheduler_concurrencylimit_changelist"),
     ):
         assert expected in content, expected
     assert content.count('value="Resume"') == 2
@@ -93,7 +92,7 @@ def test_a_bad_resume_is_a_message_not_an_error_page(admin_client, controls, fie
 
 
 def test_resume_needs_change_pause_and_a_post(client, controls):
-    viewer = make_user(None, "jobs.view_job", is_staff=True)
+    viewer = make_user(None, "jobweaver_jobs.view_job", is_staff=True)
     client.force_login(viewer)
 
     page = client.get(DASHBOARD).content.decode()
@@ -101,7 +100,9 @@ def test_resume_needs_change_pause_and_a_post(client, controls):
     assert client.post(RESUME, {"scope": "QUEUE", "name": "emails"}).status_code == 403
     assert Pause.objects.count() == 2
 
-    operator = make_user(None, "jobs.view_job", "scheduler.change_pause", is_staff=True)
+    operator = make_user(
+        None, "jobweaver_jobs.view_job", "jobweaver_scheduler.change_pause", is_staff=True
+    )
     client.force_login(operator)
     assert client.get(RESUME).status_code == 405
     assert client.post(RESUME, {"scope": "QUEUE", "name": "emails"}).status_code == 302

@@ -15,13 +15,12 @@ from datetime import datetime
 from typing import NamedTuple
 
 from django.conf import settings
-
-from apps.core.db import assert_in_transaction
-from apps.engine.claim.rules import NO_RULES, DispatchRules
-from apps.engine.mover import move_set
-from apps.engine.store import claim as claim_rows
-from apps.engine.store import executions as execution_rows
-from apps.engine.transitions import Actor
+from jobweaver.core.db import assert_in_transaction
+from jobweaver.engine.claim.rules import NO_RULES, DispatchRules
+from jobweaver.engine.mover import move_set
+from jobweaver.engine.store import claim as claim_rows
+from jobweaver.engine.store import executions as execution_rows
+from jobweaver.engine.transitions import Actor
 
 DISPATCH_CHANNEL = execution_rows.DISPATCH_CHANNEL
 DISPATCH_LOCK_KEY = claim_rows.DISPATCH_LOCK_KEY

@@ -14,10 +14,9 @@ import json
 from dataclasses import dataclass
 
 from django.conf import settings
-
-from apps.core.db import assert_in_transaction
-from apps.core.kafka import RUN_JOB, topic_name
-from apps.engine.store import claim as claim_rows
+from jobweaver.core.db import assert_in_transaction
+from jobweaver.core.kafka import RUN_JOB, topic_name
+from jobweaver.engine.store import claim as claim_rows
 
 
 @dataclass

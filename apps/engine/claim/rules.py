@@ -31,8 +31,8 @@ import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from apps.engine.store import claim as claim_rows
-from apps.scheduler.models import PauseScope
+from jobweaver.engine.store import claim as claim_rows
+from jobweaver.scheduler.models import PauseScope
 
 # The window of `max_per_second`.
 RATE_WINDOW_SECONDS = 1.0

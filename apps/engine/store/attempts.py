@@ -8,15 +8,14 @@ import functools
 import uuid
 
 from django.db import connection
-
-from apps.core.db import (
+from jobweaver.core.db import (
     default_literal,
     this_connection,
     update_rows,
     update_statement,
 )
-from apps.engine.store import named
-from apps.executor.models import AttemptOutcome, ExecutionAttempt
+from jobweaver.engine.store import named
+from jobweaver.executor.models import AttemptOutcome, ExecutionAttempt
 
 _EVENT_ID = ExecutionAttempt._meta.get_field("event_id")
 _WORKER_ID = ExecutionAttempt._meta.get_field("worker_id")

@@ -16,11 +16,10 @@ from datetime import datetime
 from typing import Protocol
 
 from django.db import connection
-
-from apps.engine.store import named
-from apps.engine.store.executions import _moving
-from apps.engine.transitions import Transition
-from apps.scheduler.models import (
+from jobweaver.engine.store import named
+from jobweaver.engine.store.executions import _moving
+from jobweaver.engine.transitions import Transition
+from jobweaver.scheduler.models import (
     ConcurrencyLimit,
     ExecutionStatus,
     ExecutorRegistration,
@@ -52,7 +51,7 @@ class Allowance(Protocol):
 
 
 class Rules(Protocol):
-    """What the claim's statements read of apps.engine.claim.rules.DispatchRules."""
+    """What the claim's statements read of jobweaver.engine.claim.rules.DispatchRules."""
 
     paused_queues: tuple[str, ...]
     paused_job_types: tuple[str, ...]
@@ -158,7 +157,7 @@ def rules() -> list:
         return cursor.fetchall()
 
 
-# The first key (after `after`) with work set aside: one probe of execution_set_aside, ORDER BY …
+# The first key (after `after`) with work set aside: one probe of jw_execution_set_aside, ORDER BY …
 # LIMIT 1 rather than min(), which stale statistics made read the whole index.
 _FIRST_KEY_SET_ASIDE = (
     f"SELECT concurrency_key FROM {{table}} WHERE status = '{ExecutionStatus.PENDING.value}' "
@@ -177,13 +176,13 @@ def key_usage(*, rates: bool, rate_window_seconds: float) -> list:
     ]
     if rates:
         # The window starts at statement_timestamp(), a stable function the planner can use to
-        # bound the scan of execution_key_dispatched (bench/NOTES.md).
+        # bound the scan of jw_execution_key_dispatched (bench/NOTES.md).
         since = f"statement_timestamp() - make_interval(secs => {float(rate_window_seconds)!r})"
         counts.append(
             f"SELECT concurrency_key, 0, 1 FROM {table} "
             f"WHERE concurrency_key IS NOT NULL AND dispatched_at > {since}"
         )
-    # Whether a key has work in line: a probe in execution_key_line's order, ORDER BY … LIMIT 1
+    # Whether a key has work in line: a probe in jw_execution_key_line's order, ORDER BY … LIMIT 1
     # rather than EXISTS, which stale statistics turned into a scan of the table.
     in_line = (
         f"(SELECT w.queue_name FROM {table} w WHERE w.concurrency_key = used.concurrency_key "
@@ -201,7 +200,7 @@ def key_usage(*, rates: bool, rate_window_seconds: float) -> list:
         return cursor.fetchall()
 
 
-@named("SELECT the keys with work set aside, skipping through execution_set_aside key by key")
+@named("SELECT the keys with work set aside, skipping through jw_execution_set_aside key by key")
 def keys_set_aside() -> list[str]:
     table = JobExecution._meta.db_table
     first = _FIRST_KEY_SET_ASIDE.format(table=table, after="")
@@ -424,9 +423,9 @@ def executions_put_back(transition: Transition, rules: Rules) -> int:
                     WHERE {in_line} AND concurrency_key = room.key
                         AND next_run_at <= clock_timestamp()
                         AND queue_name <> ALL(%s) AND job_type <> ALL(%s)
-                    -- execution_key_line's order, so that index is the plan: with a quiet
+                    -- jw_execution_key_line's order, so that index is the plan: with a quiet
                     -- line's statistics, the key was looked for through the whole line
-                    -- (execution_queue_line) instead.
+                    -- (jw_execution_queue_line) instead.
                     ORDER BY concurrency_key, queue_name, job_type
                     LIMIT {max(int(read), IN_LINE_PROBE_ROWS)}
                 ) AS line
@@ -493,7 +492,7 @@ def _due_per_open_line(
     First a look down the one line: its best `look_ahead` due rows, without locks. If the open
     ones among them are enough (or the line has no more), the claim takes them. Otherwise paused
     work fills the top of the line, and the waiting work is read line by line (one queue's work
-    of one job type, found by skipping through execution_queue_line), so a paused line is never
+    of one job type, found by skipping through jw_execution_queue_line), so a paused line is never
     read, however long its backlog (bench/NOTES.md). Which way is taken is decided once per
     claim (`enough`, a one-time filter); the other is never executed."""
     return f"""look AS MATERIALIZED (

@@ -6,11 +6,10 @@ import functools
 import json
 
 from django.db import connection
-
-from apps.core.db import default_literal, insert_row
-from apps.engine.events import Event, Kind
-from apps.engine.store import named
-from apps.outbox.models import OutboxEvent
+from jobweaver.core.db import default_literal, insert_row
+from jobweaver.engine.events import Event, Kind
+from jobweaver.engine.store import named
+from jobweaver.outbox.models import OutboxEvent
 
 
 @named("INSERT one event row (through the model's field list, no ORM compile)")

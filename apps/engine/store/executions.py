@@ -22,13 +22,12 @@ from functools import cache, lru_cache
 
 from django.db import connection
 from django.utils import timezone
-
-from apps.core.db import DatabaseNow, update_rows
-from apps.engine.events import JOB_COMPLETED
-from apps.engine.store import attempts, named
-from apps.engine.store import events as event_rows
-from apps.engine.transitions import TRANSITIONS, Transition
-from apps.scheduler.models import ExecutionStatus, JobExecution, status_literal
+from jobweaver.core.db import DatabaseNow, update_rows
+from jobweaver.engine.events import JOB_COMPLETED
+from jobweaver.engine.store import attempts, named
+from jobweaver.engine.store import events as event_rows
+from jobweaver.engine.transitions import TRANSITIONS, Transition
+from jobweaver.scheduler.models import ExecutionStatus, JobExecution, status_literal
 
 DISPATCH_CHANNEL = "jobweaver_dispatch"
 _CHANNEL = re.compile(r"[a-z_][a-z0-9_]*")

@@ -8,10 +8,9 @@ import uuid
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-
-from apps.executor.runner import attempt_execute
-from apps.scheduler.dispatch import dispatch_due_jobs
-from apps.scheduler.tests.factories import execution_of, live_executor, submitted_job
+from jobweaver.executor.runner import attempt_execute
+from jobweaver.scheduler.dispatch import dispatch_due_jobs
+from jobweaver.scheduler.tests.factories import execution_of, live_executor, submitted_job
 
 # attempt_start: one statement (UPDATE the execution, INSERT its attempt); attempt_finish: one
 # statement (UPDATE the execution, INSERT the outbox event, UPDATE the attempt, NOTIFY the
@@ -50,9 +49,8 @@ def test_a_run_job_task_sends_no_health_check_first():
     wrapper); run_job skips it (apps/executor/tasks.py), other tasks keep it."""
     from celery import current_app
     from celery.signals import task_prerun
-
-    from apps.executor.tasks import run_job
-    from apps.scheduler.tasks import dispatch_due_jobs_task
+    from jobweaver.executor.tasks import run_job
+    from jobweaver.scheduler.tasks import dispatch_due_jobs_task
 
     connection.ensure_connection()
     for task, checks in ((run_job, False), (dispatch_due_jobs_task, True)):

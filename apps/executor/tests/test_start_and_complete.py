@@ -10,13 +10,12 @@ from datetime import timedelta
 
 import pytest
 from django.conf import settings
-
-from apps.core.kafka import JOB_COMPLETED
-from apps.core.timeutil import iso
-from apps.executor.models import ExecutionAttempt
-from apps.executor.services import attempt_finish, attempt_start
-from apps.outbox.models import OutboxEvent
-from apps.scheduler.tests.factories import WORKER, dispatched, execution_of, submitted_job
+from jobweaver.core.kafka import JOB_COMPLETED
+from jobweaver.core.timeutil import iso
+from jobweaver.executor.models import ExecutionAttempt
+from jobweaver.executor.services import attempt_finish, attempt_start
+from jobweaver.outbox.models import OutboxEvent
+from jobweaver.scheduler.tests.factories import WORKER, dispatched, execution_of, submitted_job
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -83,14 +82,20 @@ def test_a_success_completes_closes_the_attempt_and_writes_the_completed_event()
 
 
 def test_a_task_jobs_attempt_counts_no_steps():
-    from apps.jobs.services import job_submit
-    from apps.jobs.validation import parse_job_request
+    from jobweaver.jobs.services import job_submit
+    from jobweaver.jobs.validation import parse_job_request
 
-    body = {"jobType": "TASK", "payload": {"task": "apps.examples.tasks.add", "args": [1, 2]}}
+    body = {
+        "jobType": "TASK",
+        "payload": {"task": "jobweaver_site.examples.tasks.add", "args": [1, 2]},
+    }
     job = job_submit(spec=parse_job_request(body)).job
     claimed = attempt_start(job_id=job.id, event_id=dispatched(job.id), worker_id=WORKER)
 
-    assert (claimed.kind, claimed.instruction["task"]) == ("TASK", "apps.examples.tasks.add")
+    assert (claimed.kind, claimed.instruction["task"]) == (
+        "TASK",
+        "jobweaver_site.examples.tasks.add",
+    )
     assert ExecutionAttempt.objects.get(event_id=claimed.event_id).total_steps == 0
 
 

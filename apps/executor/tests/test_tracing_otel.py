@@ -6,16 +6,15 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from jobweaver.core import tracing
+from jobweaver.executor.runner import attempt_execute
+from jobweaver.jobs.models import Job
+from jobweaver.scheduler.dispatch import dispatch_due_jobs
+from jobweaver.scheduler.tests.factories import live_executor, make_due, submitted_job
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-from apps.core import tracing
-from apps.executor.runner import attempt_execute
-from apps.jobs.models import Job
-from apps.scheduler.dispatch import dispatch_due_jobs
-from apps.scheduler.tests.factories import live_executor, make_due, submitted_job
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

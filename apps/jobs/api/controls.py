@@ -16,29 +16,28 @@ scheduler.change_concurrencylimit (staff status grants nothing).
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework.request import Request
-from rest_framework.response import Response
-from rest_framework.views import APIView
-
-from apps.core.errors import InvalidRequest, JobNotFound
-from apps.jobs.api import schema
-from apps.jobs.api.permissions import HasOperationPermission
-from apps.jobs.api.reading import no_query_parameters, read_json_body
-from apps.scheduler.selectors import (
+from jobweaver.core.errors import InvalidRequest, JobNotFound
+from jobweaver.jobs.api import schema
+from jobweaver.jobs.api.permissions import HasOperationPermission
+from jobweaver.jobs.api.reading import no_query_parameters, read_json_body
+from jobweaver.scheduler.selectors import (
     concurrency_limit_list,
     limit_to_dict,
     pause_list,
     pause_to_dict,
 )
-from apps.scheduler.services import (
+from jobweaver.scheduler.services import (
     concurrency_limit_delete,
     concurrency_limit_set,
     queue_pause_ensure,
     queue_resume,
 )
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
 
-CHANGE_PAUSE = ("scheduler.change_pause",)
-CHANGE_LIMIT = ("scheduler.change_concurrencylimit",)
+CHANGE_PAUSE = ("jobweaver_scheduler.change_pause",)
+CHANGE_LIMIT = ("jobweaver_scheduler.change_concurrencylimit",)
 PAUSE_FIELDS = {"scope", "name", "reason"}
 LIMIT_FIELDS = {"maxRunning", "maxPerSecond"}
 

@@ -9,9 +9,8 @@ import logging
 from django.http import JsonResponse
 from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
-
-from apps.jobs.api.errors import error_body
-from apps.jobs.api.middleware import API_PREFIX
+from jobweaver.jobs.api.errors import error_body
+from jobweaver.jobs.api.middleware import API_PREFIX
 
 logger = logging.getLogger(__name__)
 

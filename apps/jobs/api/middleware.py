@@ -11,8 +11,7 @@ import re
 
 from django.conf import settings
 from django.http import JsonResponse
-
-from apps.jobs.api.errors import error_body
+from jobweaver.jobs.api.errors import error_body
 
 API_PREFIX = "/api/"
 BATCH_PATH = "/api/jobs/batch"

@@ -5,14 +5,13 @@ confirm that it exists). Staff status grants nothing here: only permissions do."
 
 from __future__ import annotations
 
+from jobweaver.accounts.selectors import missing_permissions
 from rest_framework.permissions import BasePermission
-
-from apps.accounts.selectors import missing_permissions
 
 
 class HasOperationPermission(BasePermission):
     """The view's `required_permissions` for the request's method, e.g.
-    `{"POST": ("jobs.add_job",)}`; methods not listed need only authentication."""
+    `{"POST": ("jobweaver_jobs.add_job",)}`; methods not listed need only authentication."""
 
     message = "You do not have permission to perform this action"
 

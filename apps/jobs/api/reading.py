@@ -7,10 +7,9 @@ from __future__ import annotations
 import re
 
 from django.conf import settings
+from jobweaver.core.errors import InvalidRequest, PayloadTooLarge
+from jobweaver.core.jsonutil import loads_strict
 from rest_framework.request import Request
-
-from apps.core.errors import InvalidRequest, PayloadTooLarge
-from apps.core.jsonutil import loads_strict
 
 DIGITS = re.compile(r"^[0-9]{1,9}$")
 

@@ -12,13 +12,12 @@ from __future__ import annotations
 from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, PolymorphicProxySerializer
+from jobweaver.core import names
+from jobweaver.jobs import validation
+from jobweaver.jobs.kinds import all_kinds
+from jobweaver.scheduler.models import ExecutionStatus
+from jobweaver.scheduler.services import MAX_LIMIT_VALUE
 from rest_framework import serializers
-
-from apps.core import names
-from apps.jobs import validation
-from apps.jobs.kinds import all_kinds
-from apps.scheduler.models import ExecutionStatus
-from apps.scheduler.services import MAX_LIMIT_VALUE
 
 STATUSES = ExecutionStatus.values
 

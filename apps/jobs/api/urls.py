@@ -1,6 +1,5 @@
 from django.urls import path, register_converter
-
-from apps.jobs.api import controls, views
+from jobweaver.jobs.api import controls, views
 
 
 class AnyText:

@@ -9,18 +9,14 @@ from django.conf import settings
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework.request import Request
-from rest_framework.response import Response
-from rest_framework.views import APIView
-
-from apps.core.errors import InvalidRequest
-from apps.jobs.api import schema
-from apps.jobs.api.permissions import HasOperationPermission
-from apps.jobs.api.reading import DIGITS, read_json_body
-from apps.jobs.api.throttling import SubmissionThrottle
-from apps.jobs.models import JobType
-from apps.jobs.representation import job_to_dict
-from apps.jobs.selectors import (
+from jobweaver.core.errors import InvalidRequest
+from jobweaver.jobs.api import schema
+from jobweaver.jobs.api.permissions import HasOperationPermission
+from jobweaver.jobs.api.reading import DIGITS, read_json_body
+from jobweaver.jobs.api.throttling import SubmissionThrottle
+from jobweaver.jobs.models import JobType
+from jobweaver.jobs.representation import job_to_dict
+from jobweaver.jobs.selectors import (
     attempts_for_jobs,
     job_attempts,
     job_detail,
@@ -28,14 +24,17 @@ from apps.jobs.selectors import (
     job_list,
     job_stats,
 )
-from apps.jobs.services import (
+from jobweaver.jobs.services import (
     TRACE_ID_PATTERN,
     job_cancel,
     job_retry,
     job_submit,
     job_submit_batch,
 )
-from apps.jobs.validation import parse_batch_request, parse_job_request
+from jobweaver.jobs.validation import parse_batch_request, parse_job_request
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
 
 # ASCII digits only: str.isdigit() accepts "²", which int() refuses.
 MAX_PAGE = 10_000_000
@@ -116,8 +115,8 @@ SUBMITTED_HEADERS = [
 ]
 
 
-ADD_JOB = ("jobs.add_job",)
-CHANGE_JOB = ("jobs.change_job",)
+ADD_JOB = ("jobweaver_jobs.add_job",)
+CHANGE_JOB = ("jobweaver_jobs.change_job",)
 
 
 class JobView(APIView):

@@ -10,10 +10,10 @@ apps/executor/runners.py, and the tests of both.
 
 from __future__ import annotations
 
-from apps.jobs.kinds.base import JobKind
-from apps.jobs.kinds.simulation import SIMULATION
-from apps.jobs.kinds.task import TASK
-from apps.jobs.models import Job
+from jobweaver.jobs.kinds.base import JobKind
+from jobweaver.jobs.kinds.simulation import SIMULATION
+from jobweaver.jobs.kinds.task import TASK
+from jobweaver.jobs.models import Job
 
 # In the order the API's messages and the admin's choices list them.
 KINDS: dict[str, JobKind] = {kind.name: kind for kind in (SIMULATION, TASK)}

@@ -9,13 +9,12 @@ from typing import Any
 
 from django import forms
 from django.utils.html import format_html
-
-from apps.executor.models import AttemptOutcome, ExecutionAttempt
-from apps.jobs.kinds.base import JobKind, ReadJson
-from apps.jobs.models import Job, JobType
-from apps.jobs.python_tasks.payload import validate_task_payload
-from apps.jobs.python_tasks.registry import registered_paths
-from apps.scheduler.models import ExecutionStatus, JobExecution
+from jobweaver.executor.models import AttemptOutcome, ExecutionAttempt
+from jobweaver.jobs.kinds.base import JobKind, ReadJson
+from jobweaver.jobs.models import Job, JobType
+from jobweaver.jobs.python_tasks.payload import validate_task_payload
+from jobweaver.jobs.python_tasks.registry import registered_paths
+from jobweaver.scheduler.models import ExecutionStatus, JobExecution
 
 
 class TaskKind(JobKind):

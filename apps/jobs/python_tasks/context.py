@@ -7,8 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.utils.version import PY311
-
-from apps.jobs.python_tasks.compat import TaskContext
+from jobweaver.jobs.python_tasks.compat import TaskContext
 
 
 @dataclass(frozen=True, slots=PY311, kw_only=True)

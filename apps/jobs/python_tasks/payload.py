@@ -1,7 +1,7 @@
 """Validation of a TASK job's payload (ARCHITECTURE §13): `{"task", "args", "kwargs"}`.
 
 Pure (no ORM), used by every entry point — the API and `submit_job` through
-`apps.jobs.validation.parse_job_request`, and `JobWeaverBackend.enqueue` — so all refuse the
+`jobweaver.jobs.validation.parse_job_request`, and `JobWeaverBackend.enqueue` — so all refuse the
 same payloads with the same one-line reasons. The task must be registered (looked up, never
 imported); arguments must be JSON (a tuple becomes an array, anything else that JSON cannot
 hold is refused rather than silently converted); the arguments must fit the function's
@@ -17,9 +17,8 @@ import re
 from typing import Any
 
 from django.conf import settings
-
-from apps.core.errors import InvalidRequest
-from apps.jobs.python_tasks.registry import registry_get
+from jobweaver.core.errors import InvalidRequest
+from jobweaver.jobs.python_tasks.registry import registry_get
 
 PAYLOAD_FIELDS = {"task", "args", "kwargs"}
 MAX_TASK_PATH_CHARS = 255
@@ -73,7 +72,7 @@ def validate_task_payload(payload: Any) -> dict:
     if len(path) > MAX_TASK_PATH_CHARS or not TASK_PATH.match(path):
         raise InvalidRequest(
             "payload.task must be the dotted path of a registered task, "
-            "e.g. apps.examples.tasks.add"
+            "e.g. jobweaver_site.examples.tasks.add"
         )
     registered = registry_get(path)  # a lookup only: a client's path is never imported
     if registered is None:

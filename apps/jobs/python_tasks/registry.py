@@ -2,11 +2,11 @@
 
 Built once at start-up (`TasksConfig.ready`, in every process: web, workers, commands) from the
 `tasks` module of each installed app: every task object (`@task`) defined there is registered
-under its module path, e.g. `apps.examples.tasks.add`. Afterwards a path is only ever *looked
-up* here. A path that arrives from a client — an API body, `submit_job --task`, a stored job —
-is never imported and never resolved with `import_string`, so `os.system` or a module that
-happens to be importable is simply "not registered". Only installed apps' own code can register
-a task, by defining it in its `tasks` module.
+under its module path, e.g. `jobweaver_site.examples.tasks.add`. Afterwards a path is only
+ever *looked up* here. A path that arrives from a client — an API body, `submit_job --task`, a
+stored job — is never imported and never resolved with `import_string`, so `os.system` or a
+module that happens to be importable is simply "not registered". Only installed apps' own code
+can register a task, by defining it in its `tasks` module.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ import importlib.util
 import logging
 
 from django.apps import apps
-
-from apps.jobs.python_tasks.compat import TASK_CLASSES, Task
+from jobweaver.jobs.python_tasks.compat import TASK_CLASSES, Task
 
 logger = logging.getLogger(__name__)
 

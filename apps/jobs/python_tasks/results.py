@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from apps.executor.models import AttemptOutcome, ExecutionAttempt
-from apps.jobs.models import Job
-from apps.jobs.python_tasks import priority
-from apps.jobs.python_tasks.compat import (
+from jobweaver.executor.models import AttemptOutcome, ExecutionAttempt
+from jobweaver.jobs.models import Job
+from jobweaver.jobs.python_tasks import priority
+from jobweaver.jobs.python_tasks.compat import (
     BaseTaskBackend,
     InvalidTaskError,
     Task,
@@ -23,9 +23,9 @@ from apps.jobs.python_tasks.compat import (
     TaskResultStatus,
     task_backends,
 )
-from apps.jobs.python_tasks.exceptions import AttemptLost, TaskCancelled
-from apps.jobs.python_tasks.registry import registry_get
-from apps.scheduler.models import ExecutionStatus
+from jobweaver.jobs.python_tasks.exceptions import AttemptLost, TaskCancelled
+from jobweaver.jobs.python_tasks.registry import registry_get
+from jobweaver.scheduler.models import ExecutionStatus
 
 STATUS_OF_EXECUTION = {
     ExecutionStatus.PENDING: TaskResultStatus.READY,  # new, or waiting for its next retry

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+from jobweaver.accounts.tests.helpers import SUBMITTER
+from jobweaver.accounts.tests.helpers import make_user as _make_user
+from jobweaver.jobs.models import Job
+from jobweaver.outbox.models import OutboxEvent
+from jobweaver.scheduler.models import JobExecution
 from rest_framework.test import APIClient
-
-from apps.accounts.tests.helpers import SUBMITTER
-from apps.accounts.tests.helpers import make_user as _make_user
-from apps.jobs.models import Job
-from apps.outbox.models import OutboxEvent
-from apps.scheduler.models import JobExecution
 
 
 def api_client(username: str, *permissions: str, **extra) -> APIClient:

@@ -16,18 +16,17 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
-
-from apps.core.timeutil import iso
-from apps.executor.models import AttemptOutcome, ExecutionAttempt
-from apps.jobs.models import Job
-from apps.jobs.services import job_cancel, job_submit
-from apps.jobs.validation import parse_job_request
-from apps.outbox.models import OutboxEvent
-from apps.scheduler.models import ExecutionStatus, JobExecution
+from jobweaver.core.timeutil import iso
+from jobweaver.executor.models import AttemptOutcome, ExecutionAttempt
+from jobweaver.jobs.models import Job
+from jobweaver.jobs.services import job_cancel, job_submit
+from jobweaver.jobs.validation import parse_job_request
+from jobweaver.outbox.models import OutboxEvent
+from jobweaver.scheduler.models import ExecutionStatus, JobExecution
 
 pytestmark = pytest.mark.django_db
 
-CHANGELIST = reverse("admin:jobs_job_changelist")
+CHANGELIST = reverse("admin:jobweaver_jobs_job_changelist")
 
 
 def submit(trace_id: str | None = None, **fields) -> Job:
@@ -67,7 +66,7 @@ def test_changelist_lists_jobs_with_their_execution_state(admin_client):
 
     assert {first.id, second.id} <= listed_ids(response)
     content = response.content.decode()
-    assert reverse("admin:jobs_job_change", args=[first.id]) in content
+    assert reverse("admin:jobweaver_jobs_job_change", args=[first.id]) in content
     assert "PENDING" in content
     assert "0 / 2" in content  # retries used / allowed
 
@@ -102,7 +101,7 @@ def test_change_page_shows_job_execution_and_attempts(admin_client):
         total_steps=1,
     )
 
-    response = admin_client.get(reverse("admin:jobs_job_change", args=[job.id]))
+    response = admin_client.get(reverse("admin:jobweaver_jobs_job_change", args=[job.id]))
 
     assert response.status_code == 200
     content = response.content.decode()
@@ -128,8 +127,10 @@ def test_change_page_shows_job_execution_and_attempts(admin_client):
 def test_jobs_cannot_be_added_or_edited_in_the_admin(admin_client):
     job = submit(priority=3)
 
-    assert admin_client.get(reverse("admin:jobs_job_add")).status_code == 403
-    response = admin_client.post(reverse("admin:jobs_job_change", args=[job.id]), {"priority": 9})
+    assert admin_client.get(reverse("admin:jobweaver_jobs_job_add")).status_code == 403
+    response = admin_client.post(
+        reverse("admin:jobweaver_jobs_job_change", args=[job.id]), {"priority": 9}
+    )
 
     assert response.status_code == 403
     job.refresh_from_db()
@@ -235,13 +236,16 @@ def test_actions_need_the_change_job_permission(client):
 @pytest.mark.parametrize(
     ("url_name", "query"),
     [
-        ("admin:scheduler_jobexecution_changelist", {}),
-        ("admin:scheduler_jobexecution_changelist", {"status": "PENDING"}),
-        ("admin:executor_executionattempt_changelist", {}),
-        ("admin:executor_executionattempt_changelist", {"outcome": "FAILURE"}),
-        ("admin:outbox_outboxevent_changelist", {}),
-        ("admin:outbox_outboxevent_changelist", {"topic": "job-created", "published": "no"}),
-        ("admin:outbox_outboxevent_changelist", {"published": "yes"}),
+        ("admin:jobweaver_scheduler_jobexecution_changelist", {}),
+        ("admin:jobweaver_scheduler_jobexecution_changelist", {"status": "PENDING"}),
+        ("admin:jobweaver_executor_executionattempt_changelist", {}),
+        ("admin:jobweaver_executor_executionattempt_changelist", {"outcome": "FAILURE"}),
+        ("admin:jobweaver_outbox_outboxevent_changelist", {}),
+        (
+            "admin:jobweaver_outbox_outboxevent_changelist",
+            {"topic": "job-created", "published": "no"},
+        ),
+        ("admin:jobweaver_outbox_outboxevent_changelist", {"published": "yes"}),
     ],
 )
 def test_read_only_changelists_render(admin_client, url_name, query):
@@ -254,7 +258,7 @@ def test_execution_admin_finds_a_job_by_id(admin_client):
     wanted, other = submit(), submit()
 
     response = admin_client.get(
-        reverse("admin:scheduler_jobexecution_changelist"), {"q": str(wanted.id)}
+        reverse("admin:jobweaver_scheduler_jobexecution_changelist"), {"q": str(wanted.id)}
     )
 
     assert response.status_code == 200
@@ -268,15 +272,18 @@ def test_outbox_admin_filters_unpublished_events_of_a_job(admin_client):
     created_event = OutboxEvent.objects.get(key=str(job.id), topic="job-created")
 
     unpublished = admin_client.get(
-        reverse("admin:outbox_outboxevent_changelist"),
+        reverse("admin:jobweaver_outbox_outboxevent_changelist"),
         {"published": "no", "topic": "job-created", "q": str(job.id)},
     )
     published = admin_client.get(
-        reverse("admin:outbox_outboxevent_changelist"), {"published": "yes", "q": str(job.id)}
+        reverse("admin:jobweaver_outbox_outboxevent_changelist"),
+        {"published": "yes", "q": str(job.id)},
     )
 
     assert [event.id for event in unpublished.context["cl"].result_list] == [created_event.id]
     assert list(published.context["cl"].result_list) == []
-    detail = admin_client.get(reverse("admin:outbox_outboxevent_change", args=[created_event.id]))
+    detail = admin_client.get(
+        reverse("admin:jobweaver_outbox_outboxevent_change", args=[created_event.id])
+    )
     assert detail.status_code == 200
     assert 'name="_save"' not in detail.content.decode()

@@ -7,11 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from jobweaver.accounts.tests.helpers import SUBMITTER, make_user, token_for
+from jobweaver.jobs.tests.api_helpers import api_client, assert_error_body, counts
+from jobweaver.scheduler.models import JobExecution
 from rest_framework.test import APIClient
-
-from apps.accounts.tests.helpers import SUBMITTER, make_user, token_for
-from apps.jobs.tests.api_helpers import api_client, assert_error_body, counts
-from apps.scheduler.models import JobExecution
 
 pytestmark = pytest.mark.django_db
 
@@ -81,14 +80,14 @@ def test_user_a_does_not_see_user_bs_jobs_in_lists_or_stats():
     [
         ("post", "/api/jobs", BODY, ()),
         ("post", "/api/jobs/batch", {"jobs": [BODY]}, ()),
-        ("post", "/api/jobs/{id}/retry", None, ("jobs.add_job",)),
-        ("post", "/api/jobs/{id}/cancel", None, ("jobs.add_job",)),
+        ("post", "/api/jobs/{id}/retry", None, ("jobweaver_jobs.add_job",)),
+        ("post", "/api/jobs/{id}/cancel", None, ("jobweaver_jobs.add_job",)),
     ],
 )
 def test_an_operation_without_its_permission_is_403_and_changes_nothing(
     method, path, body, granted
 ):
-    owner = make_user("carol", "jobs.add_job")
+    owner = make_user("carol", "jobweaver_jobs.add_job")
     client = APIClient()
     client.force_authenticate(owner)
     job_id = submit(client)
@@ -104,7 +103,7 @@ def test_an_operation_without_its_permission_is_403_and_changes_nothing(
 
 
 def test_a_submitter_without_change_job_cannot_cancel_even_their_own_job():
-    client = token_client("erin", "jobs.add_job")
+    client = token_client("erin", "jobweaver_jobs.add_job")
     job_id = submit(client)
     assert_error_body(
         call(client, "post", f"/api/jobs/{job_id}/cancel", None), 403, "API.FORBIDDEN"
@@ -137,7 +136,7 @@ def test_staff_without_view_all_jobs_sees_only_their_own_jobs():
 
 def test_view_all_jobs_sees_and_acts_on_every_users_jobs():
     others = submit(token_client("ivan", *SUBMITTER))
-    operator = token_client("judy", *SUBMITTER, "jobs.view_all_jobs")
+    operator = token_client("judy", *SUBMITTER, "jobweaver_jobs.view_all_jobs")
 
     assert others in [job["jobId"] for job in operator.get("/api/jobs").json()["jobs"]]
     assert operator.get(f"/api/jobs/{others}").status_code == 200

@@ -19,10 +19,9 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+from jobweaver.accounts.tests.helpers import SUBMITTER, make_user, token_for
+from jobweaver.jobs.tests.api_helpers import assert_error_body, counts
 from rest_framework.test import APIClient
-
-from apps.accounts.tests.helpers import SUBMITTER, make_user, token_for
-from apps.jobs.tests.api_helpers import assert_error_body, counts
 
 pytestmark = pytest.mark.django_db
 

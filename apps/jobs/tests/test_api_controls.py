@@ -9,17 +9,16 @@ import uuid
 from urllib.parse import quote
 
 import pytest
+from jobweaver.jobs.tests.api_helpers import api_client, assert_error_body
+from jobweaver.scheduler.dispatch import dispatch_due_jobs
+from jobweaver.scheduler.models import ConcurrencyLimit, ExecutionStatus, Pause
+from jobweaver.scheduler.tests.factories import execution_of, live_executor, submitted_job
 from rest_framework.test import APIClient
-
-from apps.jobs.tests.api_helpers import api_client, assert_error_body
-from apps.scheduler.dispatch import dispatch_due_jobs
-from apps.scheduler.models import ConcurrencyLimit, ExecutionStatus, Pause
-from apps.scheduler.tests.factories import execution_of, live_executor, submitted_job
 
 pytestmark = pytest.mark.django_db
 
-PAUSER = "scheduler.change_pause"
-LIMITER = "scheduler.change_concurrencylimit"
+PAUSER = "jobweaver_scheduler.change_pause"
+LIMITER = "jobweaver_scheduler.change_concurrencylimit"
 
 
 def send(client: APIClient, method: str, path: str, body=None, raw: str | None = None):
@@ -283,7 +282,7 @@ def test_anonymous_is_401_and_changes_nothing(method, path, body):
 @pytest.mark.parametrize("path", ["/api/pauses", "/api/limits"])
 def test_reading_needs_a_user_but_no_permission(path):
     assert_error_body(APIClient().get(path), 401, "API.UNAUTHENTICATED")
-    assert api_client("reader", "jobs.view_job").get(path).status_code == 200
+    assert api_client("reader", "jobweaver_jobs.view_job").get(path).status_code == 200
 
 
 @pytest.mark.parametrize(("method", "path", "body"), CHANGES)
@@ -291,7 +290,10 @@ def test_staff_or_the_other_permission_is_not_enough(method, path, body):
     _existing_controls()
     before = _controls()
     other = LIMITER if "pauses" in path else PAUSER
-    for client in (api_client("staff", "jobs.change_job", is_staff=True), operator(other)):
+    for client in (
+        api_client("staff", "jobweaver_jobs.change_job", is_staff=True),
+        operator(other),
+    ):
         response = send(client, method, path, body)
         body_ = assert_error_body(response, 403, "API.FORBIDDEN")
         assert ("pause" in body_["message"]) == ("pauses" in path)

@@ -8,16 +8,15 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from jobweaver.accounts.tests.helpers import SUBMITTER
+from jobweaver.jobs import services
+from jobweaver.jobs.management.commands.submit_job import Command as SubmitJob
+from jobweaver.jobs.models import Job
+from jobweaver.jobs.tests.api_helpers import api_client, assert_error_body, counts
+from jobweaver.outbox.models import OutboxEvent
+from jobweaver.scheduler.models import JobExecution
+from jobweaver.scheduler.tests.factories import finished
 from rest_framework.test import APIClient
-
-from apps.accounts.tests.helpers import SUBMITTER
-from apps.jobs import services
-from apps.jobs.management.commands.submit_job import Command as SubmitJob
-from apps.jobs.models import Job
-from apps.jobs.tests.api_helpers import api_client, assert_error_body, counts
-from apps.outbox.models import OutboxEvent
-from apps.scheduler.models import JobExecution
-from apps.scheduler.tests.factories import finished
 
 pytestmark = pytest.mark.django_db
 
@@ -40,7 +39,7 @@ def submit(client: APIClient, **fields) -> uuid.UUID:
 
 @pytest.fixture
 def client():
-    return api_client("alice", *SUBMITTER, "jobs.submit_high_priority")
+    return api_client("alice", *SUBMITTER, "jobweaver_jobs.submit_high_priority")
 
 
 # --- POST /api/jobs/batch ----------------------------------------------------------------------
@@ -53,7 +52,7 @@ def test_a_batch_is_persisted_in_bulk_and_dispatched_once(
     monkeypatch.setattr(
         services, "dispatch_due_jobs", lambda *, job_ids: dispatched.append(job_ids)
     )
-    monkeypatch.setattr("apps.outbox.services.relay_soon", lambda: None)
+    monkeypatch.setattr("jobweaver.outbox.services.relay_soon", lambda: None)
     later = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
     body = {"jobs": [job_request(priority=i % 10) for i in range(30)] + [job_request(runAt=later)]}
 
@@ -236,7 +235,7 @@ def test_submit_job_count_submits_copies_in_one_batch(run_command, monkeypatch):
     calls = []
     real = services.job_submit_batch
     monkeypatch.setattr(
-        "apps.jobs.management.commands.submit_job.job_submit_batch",
+        "jobweaver.jobs.management.commands.submit_job.job_submit_batch",
         lambda **kwargs: calls.append(kwargs) or real(**kwargs),
     )
     result = run_command(SubmitJob, "submit_job", "--log", "x", "--count", "5", "--json")

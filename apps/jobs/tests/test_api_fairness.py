@@ -12,14 +12,14 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
+from jobweaver.accounts.tests.helpers import SUBMITTER, make_user, token_for
+from jobweaver.jobs import services
+from jobweaver.jobs.api import views
+from jobweaver.jobs.models import Job
+from jobweaver.jobs.selectors import active_job_count
+from jobweaver.jobs.tests.api_helpers import assert_error_body, counts
 from rest_framework.test import APIClient
 
-from apps.accounts.tests.helpers import SUBMITTER, make_user, token_for
-from apps.jobs import services
-from apps.jobs.api import views
-from apps.jobs.models import Job
-from apps.jobs.selectors import active_job_count
-from apps.jobs.tests.api_helpers import assert_error_body, counts
 from tests.sessions import held_by_another_session
 from tests.stack import wait_for
 
@@ -110,9 +110,9 @@ def run_concurrently(requests: list) -> list:
 def concurrent_submitters(settings, monkeypatch):
     settings.JOBWEAVER_SUBMIT_THROTTLE_RATE = 1_000_000
     # Only the cap is under test: no broker work after each commit.
-    monkeypatch.setattr("apps.outbox.services.relay_soon", lambda: None)
-    monkeypatch.setattr("apps.jobs.services.dispatch_job_now", lambda job_id: None)
-    monkeypatch.setattr("apps.jobs.services._dispatch_now", lambda job_ids: None)
+    monkeypatch.setattr("jobweaver.outbox.services.relay_soon", lambda: None)
+    monkeypatch.setattr("jobweaver.jobs.services.dispatch_job_now", lambda job_id: None)
+    monkeypatch.setattr("jobweaver.jobs.services._dispatch_now", lambda job_ids: None)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -228,7 +228,8 @@ def test_the_cap_counts_the_users_waiting_and_running_jobs_and_nobody_elses(sett
     with connection.cursor() as cursor:  # as dispatch and the executor would move them
         for job_id, status in zip(ids[1:], ["DISPATCHED", "RUNNING", "COMPLETED"], strict=True):
             cursor.execute(
-                "UPDATE scheduler_jobexecution SET status = %s WHERE job_id = %s", [status, job_id]
+                "UPDATE jobweaver_scheduler_jobexecution SET status = %s WHERE job_id = %s",
+                [status, job_id],
             )
 
     assert active_job_count(user=User.objects.get(username="ivan")) == 3
@@ -243,7 +244,9 @@ def test_the_cap_counts_the_users_waiting_and_running_jobs_and_nobody_elses(sett
 def test_high_priorities_need_the_permission(settings):
     settings.JOBWEAVER_PRIORITY_PERMISSION_ABOVE = 6
     plain, privileged = token_client("heidi"), APIClient()
-    privileged.force_authenticate(make_user("ivan", *SUBMITTER, "jobs.submit_high_priority"))
+    privileged.force_authenticate(
+        make_user("ivan", *SUBMITTER, "jobweaver_jobs.submit_high_priority")
+    )
 
     assert post(plain, body={**BODY, "priority": 6}).status_code == 202
     assert_error_body(post(plain, body={**BODY, "priority": 7}), 403, "API.FORBIDDEN")
@@ -273,7 +276,7 @@ def test_a_server_error_outside_the_views_is_the_error_body_too(monkeypatch):
     def broken(path):
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr("apps.jobs.api.middleware.body_limit", broken)
+    monkeypatch.setattr("jobweaver.jobs.api.middleware.body_limit", broken)
 
     response = Client(raise_request_exception=False).get("/api/jobs")
 

@@ -4,12 +4,11 @@ import json
 
 import pytest
 from django.contrib.auth import get_user_model
+from jobweaver.accounts.tests.helpers import SUBMITTER, grant
+from jobweaver.jobs.models import Job
+from jobweaver.outbox.models import OutboxEvent
+from jobweaver.scheduler.models import JobExecution
 from rest_framework.test import APIClient
-
-from apps.accounts.tests.helpers import SUBMITTER, grant
-from apps.jobs.models import Job
-from apps.outbox.models import OutboxEvent
-from apps.scheduler.models import JobExecution
 
 VALID = {"jobType": "SIMULATION", "payload": {"steps": [{"action": "LOG", "message": "hi"}]}}
 

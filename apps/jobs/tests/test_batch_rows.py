@@ -7,10 +7,9 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
-
-from apps.jobs.models import Job
-from apps.jobs.services import job_submit, job_submit_batch
-from apps.jobs.validation import parse_job_request
+from jobweaver.jobs.models import Job
+from jobweaver.jobs.services import job_submit, job_submit_batch
+from jobweaver.jobs.validation import parse_job_request
 
 pytestmark = pytest.mark.django_db
 
@@ -29,7 +28,7 @@ REQUESTS = [
     },
     {
         "jobType": "TASK",
-        "payload": {"task": "apps.examples.tasks.add", "args": [1, 2.5], "kwargs": {}},
+        "payload": {"task": "jobweaver_site.examples.tasks.add", "args": [1, 2.5], "kwargs": {}},
         "priority": 6,
         "maxRetryCount": 2,
         "timeoutSeconds": 30,

@@ -9,9 +9,8 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
-
-from apps.jobs.management.commands.cancel_job import Command
-from apps.scheduler.tests.factories import execution_of, finished, started, submitted_job
+from jobweaver.jobs.management.commands.cancel_job import Command
+from jobweaver.scheduler.tests.factories import execution_of, finished, started, submitted_job
 
 pytestmark = pytest.mark.django_db
 

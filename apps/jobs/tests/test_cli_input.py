@@ -18,9 +18,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
-
-from apps.jobs.management.commands.submit_job import Command
-from apps.jobs.models import Job
+from jobweaver.jobs.management.commands.submit_job import Command
+from jobweaver.jobs.models import Job
 
 pytestmark = pytest.mark.django_db
 
@@ -272,8 +271,7 @@ def cap_lock_held_by_another_session(user, *, then: list[str]):
     with the test's transaction) and the block."""
     import psycopg
     from django.db import connection
-
-    from apps.jobs import services
+    from jobweaver.jobs import services
 
     with psycopg.connect(**connection.get_connection_params()) as other:
         other.execute(

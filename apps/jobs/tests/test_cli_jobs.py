@@ -8,14 +8,13 @@ import json
 import uuid
 
 import pytest
-
-from apps.dashboard.tests.helpers import dead_letter, execution_of, submitted_job
-from apps.jobs.management.commands.jobs import Command
-from apps.jobs.management.commands.submit_job import Command as SubmitCommand
-from apps.jobs.management.commands.submit_job import _progress_bar
-from apps.jobs.selectors import job_detail
-from apps.jobs.services import job_cancel
-from apps.scheduler.tests.factories import finished
+from jobweaver.dashboard.tests.helpers import dead_letter, execution_of, submitted_job
+from jobweaver.jobs.management.commands.jobs import Command
+from jobweaver.jobs.management.commands.submit_job import Command as SubmitCommand
+from jobweaver.jobs.management.commands.submit_job import _progress_bar
+from jobweaver.jobs.selectors import job_detail
+from jobweaver.jobs.services import job_cancel
+from jobweaver.scheduler.tests.factories import finished
 
 pytestmark = pytest.mark.django_db
 

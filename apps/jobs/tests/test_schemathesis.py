@@ -11,6 +11,7 @@ from django.core import signals
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
+from jobweaver.accounts.tests.helpers import SUBMITTER, make_user, token_for
 from schemathesis.checks import (
     content_type_conformance,
     not_a_server_error,
@@ -18,8 +19,6 @@ from schemathesis.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
-
-from apps.accounts.tests.helpers import SUBMITTER, make_user, token_for
 
 CHECKS = [
     not_a_server_error,
@@ -52,10 +51,10 @@ def token(db, settings, in_test_transaction):
     user = make_user(
         "schemathesis",
         *SUBMITTER,
-        "jobs.submit_high_priority",
-        "jobs.view_all_jobs",
-        "scheduler.change_pause",
-        "scheduler.change_concurrencylimit",
+        "jobweaver_jobs.submit_high_priority",
+        "jobweaver_jobs.view_all_jobs",
+        "jobweaver_scheduler.change_pause",
+        "jobweaver_scheduler.change_concurrencylimit",
     )
     return token_for(user)
 

@@ -8,14 +8,13 @@ import uuid
 
 import pytest
 from django.contrib.auth import get_user_model
-
-from apps.accounts.tests.helpers import grant
-from apps.core.errors import JobNotFound
-from apps.jobs.selectors import job_detail
-from apps.jobs.services import job_submit
-from apps.jobs.validation import parse_job_request
-from apps.scheduler.models import ExecutionStatus
-from apps.scheduler.tests.factories import finished, make_due, submitted_job
+from jobweaver.accounts.tests.helpers import grant
+from jobweaver.core.errors import JobNotFound
+from jobweaver.jobs.selectors import job_detail
+from jobweaver.jobs.services import job_submit
+from jobweaver.jobs.validation import parse_job_request
+from jobweaver.scheduler.models import ExecutionStatus
+from jobweaver.scheduler.tests.factories import finished, make_due, submitted_job
 
 pytestmark = pytest.mark.django_db
 
@@ -72,7 +71,7 @@ def test_a_user_sees_only_their_own_jobs_and_view_all_jobs_sees_all():
     users = get_user_model().objects
     owner, other = users.create_user("owner"), users.create_user("other")
     # Staff status alone grants nothing; the permission does.
-    staff = grant(users.create_user("staff", is_staff=True), "jobs.view_all_jobs")
+    staff = grant(users.create_user("staff", is_staff=True), "jobweaver_jobs.view_all_jobs")
     staff_only = users.create_user("staff-only", is_staff=True)
     body = {"jobType": "SIMULATION", "payload": {"steps": [{"action": "LOG", "message": "a"}]}}
     job = job_submit(spec=parse_job_request(body), submitted_by=owner).job

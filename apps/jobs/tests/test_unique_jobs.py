@@ -9,14 +9,13 @@ from datetime import timedelta
 import pytest
 from django.db import connections
 from django.utils import timezone
-
-from apps.executor.services import attempt_finish
-from apps.jobs.management.commands.submit_job import Command
-from apps.jobs.models import Job
-from apps.jobs.services import job_submit
-from apps.jobs.tests.api_helpers import api_client, assert_error_body
-from apps.jobs.validation import parse_job_request
-from apps.scheduler.tests.factories import finished, started
+from jobweaver.executor.services import attempt_finish
+from jobweaver.jobs.management.commands.submit_job import Command
+from jobweaver.jobs.models import Job
+from jobweaver.jobs.services import job_submit
+from jobweaver.jobs.tests.api_helpers import api_client, assert_error_body
+from jobweaver.jobs.validation import parse_job_request
+from jobweaver.scheduler.tests.factories import finished, started
 
 LOG = {"steps": [{"action": "LOG", "message": "hello"}]}
 

@@ -7,9 +7,8 @@ import uuid
 from datetime import UTC, datetime
 
 import pytest
-
-from apps.core.db import DatabaseNow, insert_row, update_rows
-from apps.outbox.models import OutboxEvent
+from jobweaver.core.db import DatabaseNow, insert_row, update_rows
+from jobweaver.outbox.models import OutboxEvent
 
 pytestmark = pytest.mark.django_db
 

@@ -19,9 +19,8 @@ from confluent_kafka.admin import AdminClient
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
-
-from apps.core import kafka
-from apps.core.kafka import (
+from jobweaver.core import kafka
+from jobweaver.core.kafka import (
     JOB_COMPLETED,
     JOB_CREATED,
     JOB_FAILED,
@@ -29,11 +28,11 @@ from apps.core.kafka import (
     ensure_topics,
     topic_name,
 )
-from apps.engine.mover import events_written
-from apps.engine.store.events import event_insert
-from apps.outbox import services
-from apps.outbox.models import OutboxEvent
-from apps.outbox.services import outbox_relay_pending
+from jobweaver.engine.mover import events_written
+from jobweaver.engine.store.events import event_insert
+from jobweaver.outbox import services
+from jobweaver.outbox.models import OutboxEvent
+from jobweaver.outbox.services import outbox_relay_pending
 
 pytestmark = pytest.mark.django_db(transaction=True)  # commits are what these tests are about
 

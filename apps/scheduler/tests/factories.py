@@ -6,15 +6,14 @@ from __future__ import annotations
 import uuid
 
 from django.utils import timezone
-
-from apps.core.kafka import RUN_JOB, topic_name
-from apps.executor.services import ClaimedAttempt, attempt_finish, attempt_start
-from apps.jobs.models import Job
-from apps.jobs.services import job_submit
-from apps.jobs.validation import parse_job_request
-from apps.scheduler import flow
-from apps.scheduler.dispatch import dispatch_due_jobs
-from apps.scheduler.models import JobExecution
+from jobweaver.core.kafka import RUN_JOB, topic_name
+from jobweaver.executor.services import ClaimedAttempt, attempt_finish, attempt_start
+from jobweaver.jobs.models import Job
+from jobweaver.jobs.services import job_submit
+from jobweaver.jobs.validation import parse_job_request
+from jobweaver.scheduler import flow
+from jobweaver.scheduler.dispatch import dispatch_due_jobs
+from jobweaver.scheduler.models import JobExecution
 
 EXECUTOR = "testhost:4242"
 WORKER = f"{EXECUTOR}:MainThread"

@@ -1,15 +1,14 @@
 """The read-only admins of executions, attempts and outbox events render and search exactly."""
 
 import pytest
-
-from apps.jobs.services import job_submit
-from apps.jobs.validation import parse_job_request
-from apps.scheduler.models import JobExecution
+from jobweaver.jobs.services import job_submit
+from jobweaver.jobs.validation import parse_job_request
+from jobweaver.scheduler.models import JobExecution
 
 READ_ONLY_LISTS = [
-    "/admin/scheduler/jobexecution/",
-    "/admin/executor/executionattempt/",
-    "/admin/outbox/outboxevent/",
+    "/admin/jobweaver_scheduler/jobexecution/",
+    "/admin/jobweaver_executor/executionattempt/",
+    "/admin/jobweaver_outbox/outboxevent/",
 ]
 
 
@@ -27,14 +26,14 @@ def test_read_only_lists_render_for_any_search(admin_client, job, url):
 
 
 def test_execution_search_finds_the_job_by_id_or_trace_id_only(admin_client, job):
-    url = "/admin/scheduler/jobexecution/"
+    url = "/admin/jobweaver_scheduler/jobexecution/"
     assert str(job.id) in admin_client.get(url, {"q": str(job.id)}).content.decode()
     assert str(job.id) in admin_client.get(url, {"q": job.trace_id}).content.decode()
     assert str(job.id) not in admin_client.get(url, {"q": "no-such-id"}).content.decode()
 
 
 def test_executions_can_be_filtered_to_the_work_set_aside_by_a_limit(admin_client, job):
-    url = "/admin/scheduler/jobexecution/"
+    url = "/admin/jobweaver_scheduler/jobexecution/"
     assert str(job.id) not in admin_client.get(url, {"set_aside__exact": "1"}).content.decode()
     JobExecution.objects.filter(job=job).update(set_aside=True)
     assert str(job.id) in admin_client.get(url, {"set_aside__exact": "1"}).content.decode()

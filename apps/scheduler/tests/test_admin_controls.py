@@ -6,18 +6,17 @@ from __future__ import annotations
 
 import pytest
 from django.urls import reverse
-
-from apps.accounts.tests.helpers import make_user
-from apps.scheduler.models import ConcurrencyLimit, ExecutionStatus, Pause
-from apps.scheduler.services import concurrency_limit_set, queue_pause
-from apps.scheduler.tests.factories import dispatched, execution_of, submitted_job
+from jobweaver.accounts.tests.helpers import make_user
+from jobweaver.scheduler.models import ConcurrencyLimit, ExecutionStatus, Pause
+from jobweaver.scheduler.services import concurrency_limit_set, queue_pause
+from jobweaver.scheduler.tests.factories import dispatched, execution_of, submitted_job
 
 pytestmark = pytest.mark.django_db
 
-PAUSES = reverse("admin:scheduler_pause_changelist")
-ADD_PAUSE = reverse("admin:scheduler_pause_add")
-LIMITS = reverse("admin:scheduler_concurrencylimit_changelist")
-ADD_LIMIT = reverse("admin:scheduler_concurrencylimit_add")
+PAUSES = reverse("admin:jobweaver_scheduler_pause_changelist")
+ADD_PAUSE = reverse("admin:jobweaver_scheduler_pause_add")
+LIMITS = reverse("admin:jobweaver_scheduler_concurrencylimit_changelist")
+ADD_LIMIT = reverse("admin:jobweaver_scheduler_concurrencylimit_add")
 
 
 def staff_client(client, *permissions: str):
@@ -36,7 +35,9 @@ def test_the_lists_and_add_forms_render(admin_client):
     assert "customer-*" in admin_client.get(LIMITS).content.decode()
     pause = Pause.objects.get()
     assert (
-        admin_client.get(reverse("admin:scheduler_pause_change", args=[pause.pk])).status_code
+        admin_client.get(
+            reverse("admin:jobweaver_scheduler_pause_change", args=[pause.pk])
+        ).status_code
         == 200
     )
 
@@ -59,7 +60,7 @@ def test_deleting_a_pause_resumes(admin_client):
     pause = queue_pause(scope="JOB_TYPE", name="SIMULATION")
 
     response = admin_client.post(
-        reverse("admin:scheduler_pause_delete", args=[pause.pk]), {"post": "yes"}
+        reverse("admin:jobweaver_scheduler_pause_delete", args=[pause.pk]), {"post": "yes"}
     )
 
     assert response.status_code == 302
@@ -113,7 +114,7 @@ def test_adding_and_changing_a_limit_goes_through_the_service(admin_client):
     assert (limit.pattern, limit.max_running, limit.max_per_second) == ("tenant-*", 3, None)
 
     changed = admin_client.post(
-        reverse("admin:scheduler_concurrencylimit_change", args=[limit.pk]),
+        reverse("admin:jobweaver_scheduler_concurrencylimit_change", args=[limit.pk]),
         {"pattern": "ignored", "max_running": "", "max_per_second": "7"},
     )
 
@@ -125,7 +126,8 @@ def test_adding_and_changing_a_limit_goes_through_the_service(admin_client):
 def test_deleting_a_limit_removes_it(admin_client):
     limit, _ = concurrency_limit_set(pattern="k", max_running=1, max_per_second=None)
     admin_client.post(
-        reverse("admin:scheduler_concurrencylimit_delete", args=[limit.pk]), {"post": "yes"}
+        reverse("admin:jobweaver_scheduler_concurrencylimit_delete", args=[limit.pk]),
+        {"post": "yes"},
     )
     assert not ConcurrencyLimit.objects.exists()
 
@@ -152,22 +154,27 @@ def test_a_bad_limit_is_a_form_error(admin_client, fields, message):
 def test_staff_without_the_permissions_may_look_but_not_act(client):
     pause = queue_pause(scope="QUEUE", name="emails")
     limit, _ = concurrency_limit_set(pattern="k", max_running=1, max_per_second=None)
-    viewer = staff_client(client, "scheduler.view_pause", "scheduler.view_concurrencylimit")
+    viewer = staff_client(
+        client, "jobweaver_scheduler.view_pause", "jobweaver_scheduler.view_concurrencylimit"
+    )
 
     assert viewer.get(PAUSES).status_code == 200
     assert viewer.get(LIMITS).status_code == 200
     assert viewer.post(ADD_PAUSE, {"scope": "QUEUE", "name": "x"}).status_code == 403
     assert viewer.post(ADD_LIMIT, {"pattern": "x", "max_running": "1"}).status_code == 403
-    delete_pause = reverse("admin:scheduler_pause_delete", args=[pause.pk])
+    delete_pause = reverse("admin:jobweaver_scheduler_pause_delete", args=[pause.pk])
     assert viewer.post(delete_pause, {"post": "yes"}).status_code == 403
-    delete_limit = reverse("admin:scheduler_concurrencylimit_delete", args=[limit.pk])
+    delete_limit = reverse("admin:jobweaver_scheduler_concurrencylimit_delete", args=[limit.pk])
     assert viewer.post(delete_limit, {"post": "yes"}).status_code == 403
     assert Pause.objects.count() == 1 and ConcurrencyLimit.objects.get().pattern == "k"
 
 
 def test_the_change_permissions_are_enough_to_act(client):
     user = make_user(
-        None, "scheduler.change_pause", "scheduler.change_concurrencylimit", is_staff=True
+        None,
+        "jobweaver_scheduler.change_pause",
+        "jobweaver_scheduler.change_concurrencylimit",
+        is_staff=True,
     )
     client.force_login(user)
 

@@ -9,10 +9,9 @@ from dataclasses import dataclass
 import pytest
 from django.core.management import call_command
 from django.db import connections
-
-from apps.scheduler.management.commands import limits, pause, pauses, resume
-from apps.scheduler.models import ConcurrencyLimit, ExecutionStatus, Pause
-from apps.scheduler.tests.factories import dispatched, execution_of, submitted_job
+from jobweaver.scheduler.management.commands import limits, pause, pauses, resume
+from jobweaver.scheduler.models import ConcurrencyLimit, ExecutionStatus, Pause
+from jobweaver.scheduler.tests.factories import dispatched, execution_of, submitted_job
 
 pytestmark = pytest.mark.django_db
 

@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-
-from apps.scheduler.dispatch import dispatch_due_jobs
-from apps.scheduler.tests.factories import execution_of, live_executor, submitted_job
+from jobweaver.scheduler.dispatch import dispatch_due_jobs
+from jobweaver.scheduler.tests.factories import execution_of, live_executor, submitted_job
 
 # The dispatch lock with the planner settings of the transaction; the credits with the rules
 # (pauses, limits, anything set aside); the claim.

@@ -13,15 +13,14 @@ from datetime import timedelta
 import pytest
 from django.db import connections
 from django.utils import timezone
-
-from apps.executor.models import ExecutionAttempt
-from apps.outbox.models import OutboxEvent
-from apps.scheduler.invariants import Violation, check_invariants
-from apps.scheduler.management.commands.check_invariants import Command
-from apps.scheduler.models import JobExecution
-from apps.scheduler.rescue import rescue_expired_leases
-from apps.scheduler.services import execution_retry
-from apps.scheduler.tests.factories import (
+from jobweaver.executor.models import ExecutionAttempt
+from jobweaver.outbox.models import OutboxEvent
+from jobweaver.scheduler.invariants import Violation, check_invariants
+from jobweaver.scheduler.management.commands.check_invariants import Command
+from jobweaver.scheduler.models import JobExecution
+from jobweaver.scheduler.rescue import rescue_expired_leases
+from jobweaver.scheduler.services import execution_retry
+from jobweaver.scheduler.tests.factories import (
     dispatched,
     execution_of,
     finished,

@@ -7,9 +7,8 @@ from datetime import timedelta
 import pytest
 from django.db import connection, transaction
 from django.utils import timezone
-
-from apps.jobs.services import job_submit_batch
-from apps.jobs.validation import parse_job_request
+from jobweaver.jobs.services import job_submit_batch
+from jobweaver.jobs.validation import parse_job_request
 
 pytestmark = pytest.mark.django_db
 
@@ -18,7 +17,7 @@ def test_the_oldest_due_gauge_reads_up_to_the_first_due_job_not_every_delayed_on
     """`jobweaver_oldest_due_job_age_seconds`, read on every scrape: the clock bounds its index
     scan, so a queue of delayed jobs is not read through. Index scans are forced: what the test
     reads is whether the clock bounds the scan or filters it."""
-    from apps.scheduler.metrics import OLDEST_DUE_SQL, oldest_due_seconds
+    from jobweaver.scheduler.metrics import OLDEST_DUE_SQL, oldest_due_seconds
 
     # Delayed jobs only, with statistics: the planner's choice among the PENDING rows' indexes
     # is then the one a real queue gets (on an empty table any of them looks as good).
@@ -32,7 +31,7 @@ def test_the_oldest_due_gauge_reads_up_to_the_first_due_job_not_every_delayed_on
     )
     job_submit_batch(specs=[spec] * 500)
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE scheduler_jobexecution")
+        cursor.execute("ANALYZE jobweaver_scheduler_jobexecution")
     assert oldest_due_seconds() == 0.0  # nothing due
 
     with transaction.atomic(), connection.cursor() as cursor:

@@ -12,25 +12,24 @@ from datetime import timedelta
 
 import pytest
 from django.db import transaction
-
-from apps.core.errors import InvalidRequest
-from apps.engine import claim
-from apps.engine.claim import rules as limits
-from apps.engine.store import claim as claim_rows
-from apps.executor.services import attempt_finish, attempt_start
-from apps.jobs.services import job_submit
-from apps.jobs.validation import parse_job_request
-from apps.scheduler.dispatch import dispatch_due_jobs
-from apps.scheduler.invariants import check_invariants
-from apps.scheduler.models import ConcurrencyLimit, ExecutionStatus, JobExecution, Pause
-from apps.scheduler.services import (
+from jobweaver.core.errors import InvalidRequest
+from jobweaver.engine import claim
+from jobweaver.engine.claim import rules as limits
+from jobweaver.engine.store import claim as claim_rows
+from jobweaver.executor.services import attempt_finish, attempt_start
+from jobweaver.jobs.services import job_submit
+from jobweaver.jobs.validation import parse_job_request
+from jobweaver.scheduler.dispatch import dispatch_due_jobs
+from jobweaver.scheduler.invariants import check_invariants
+from jobweaver.scheduler.models import ConcurrencyLimit, ExecutionStatus, JobExecution, Pause
+from jobweaver.scheduler.services import (
     concurrency_limit_delete,
     concurrency_limit_set,
     execution_cancel,
     queue_pause,
     queue_resume,
 )
-from apps.scheduler.tests.factories import WORKER, execution_of, live_executor, submitted_job
+from jobweaver.scheduler.tests.factories import WORKER, execution_of, live_executor, submitted_job
 
 pytestmark = pytest.mark.django_db
 
@@ -116,7 +115,7 @@ def test_a_paused_job_type_starts_none_of_its_jobs():
 
 
 def task_job(**fields):
-    payload = {"task": "apps.examples.tasks.add", "args": [1, 2]}
+    payload = {"task": "jobweaver_site.examples.tasks.add", "args": [1, 2]}
     return job_submit(spec=parse_job_request({"jobType": "TASK", "payload": payload, **fields}))
 
 
@@ -459,7 +458,7 @@ def test_a_keys_work_goes_in_priority_order_however_little_of_its_line_is_probed
 def test_a_new_job_left_by_the_fast_path_wakes_the_full_dispatch():
     """The key has room and only paused work set aside: the fast path still leaves the new job
     to a full dispatch (it cannot tell where the set-aside work is), so it must wake one."""
-    from apps.scheduler.wakeup import _listen_connection
+    from jobweaver.scheduler.wakeup import _listen_connection
 
     concurrency_limit_set(pattern="k", max_running=1, max_per_second=None)
     live_executor()

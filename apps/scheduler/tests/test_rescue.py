@@ -13,19 +13,18 @@ from datetime import timedelta
 import pytest
 from django.conf import settings
 from django.utils import timezone
-
-from apps.engine.executions import execution_heartbeat, execution_should_stop
-from apps.executor.models import ExecutionAttempt
-from apps.executor.services import attempt_finish, attempt_start
-from apps.outbox.models import OutboxEvent
-from apps.scheduler.beat import beat_schedule_setup
-from apps.scheduler.dispatch import dispatch_due_jobs
-from apps.scheduler.invariants import check_invariants
-from apps.scheduler.models import JobExecution
-from apps.scheduler.rescue import rescue_expired_leases
-from apps.scheduler.services import execution_cancel
-from apps.scheduler.tasks import rescue_expired_leases_task
-from apps.scheduler.tests.factories import (
+from jobweaver.engine.executions import execution_heartbeat, execution_should_stop
+from jobweaver.executor.models import ExecutionAttempt
+from jobweaver.executor.services import attempt_finish, attempt_start
+from jobweaver.outbox.models import OutboxEvent
+from jobweaver.scheduler.beat import beat_schedule_setup
+from jobweaver.scheduler.dispatch import dispatch_due_jobs
+from jobweaver.scheduler.invariants import check_invariants
+from jobweaver.scheduler.models import JobExecution
+from jobweaver.scheduler.rescue import rescue_expired_leases
+from jobweaver.scheduler.services import execution_cancel
+from jobweaver.scheduler.tasks import rescue_expired_leases_task
+from jobweaver.scheduler.tests.factories import (
     WORKER,
     dispatched,
     execution_of,
@@ -81,7 +80,7 @@ def test_a_running_attempt_whose_lease_expired_is_lost_and_retried(caplog):
     # outcome matches no row and is logged.
     assert execution_heartbeat(job_id=job.id, event_id=claimed.event_id) is False
     assert execution_should_stop(job_id=job.id, event_id=claimed.event_id) is True
-    with caplog.at_level(logging.WARNING, logger="apps.executor.services"):
+    with caplog.at_level(logging.WARNING, logger="jobweaver.executor.services"):
         accepted = attempt_finish(
             claimed=claimed, outcome="SUCCESS", steps_completed=1, log_lines=[]
         )
@@ -200,7 +199,7 @@ def test_rescue_runs_on_the_beat_schedule_every_rescue_interval():
     assert "jobweaver: rescue expired leases" in beat_schedule_setup()
 
     task = PeriodicTask.objects.get(name="jobweaver: rescue expired leases")
-    assert task.task == "apps.scheduler.tasks.rescue_expired_leases"
+    assert task.task == "jobweaver.scheduler.tasks.rescue_expired_leases"
     assert task.interval.every == 500_000  # 0.5 s in the test settings
     assert task.interval.period == "microseconds"
     assert task.enabled

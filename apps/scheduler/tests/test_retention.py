@@ -17,21 +17,19 @@ import pytest
 from django.db import connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
-
-from apps.dashboard.models import DeadLetterDiscard
-from apps.executor.models import AttemptOutcome, ExecutionAttempt
-from apps.jobs.models import Job
-from apps.jobs.services import job_submit_batch
-from apps.jobs.tests.api_helpers import api_client
-from apps.jobs.validation import parse_job_request
-from apps.outbox.models import OutboxEvent
-from apps.scheduler.beat import beat_schedule_setup
-from apps.scheduler.invariants import check_invariants
-from apps.scheduler.management.commands.prune import Command
-from apps.scheduler.models import JobExecution
-from apps.scheduler.retention import retention_preview, retention_prune
-from apps.scheduler.services import execution_cancel
-from apps.scheduler.tests.factories import finished, submitted_job
+from jobweaver.executor.models import AttemptOutcome, ExecutionAttempt
+from jobweaver.jobs.models import DeadLetterDiscard, Job
+from jobweaver.jobs.services import job_submit_batch
+from jobweaver.jobs.tests.api_helpers import api_client
+from jobweaver.jobs.validation import parse_job_request
+from jobweaver.outbox.models import OutboxEvent
+from jobweaver.scheduler.beat import beat_schedule_setup
+from jobweaver.scheduler.invariants import check_invariants
+from jobweaver.scheduler.management.commands.prune import Command
+from jobweaver.scheduler.models import JobExecution
+from jobweaver.scheduler.retention import retention_preview, retention_prune
+from jobweaver.scheduler.services import execution_cancel
+from jobweaver.scheduler.tests.factories import finished, submitted_job
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -60,9 +58,9 @@ def run_command(capsys):
 def no_fast_paths(monkeypatch):
     """Committed submissions would dispatch at once and wake the outbox relay; with no worker
     here those would only race the states this test builds (factories dispatch by hand)."""
-    monkeypatch.setattr("apps.jobs.services.dispatch_job_now", lambda job_id: None)
-    monkeypatch.setattr("apps.jobs.services._dispatch_now", lambda job_ids: None)
-    monkeypatch.setattr("apps.outbox.services.relay_soon", lambda: None)
+    monkeypatch.setattr("jobweaver.jobs.services.dispatch_job_now", lambda job_id: None)
+    monkeypatch.setattr("jobweaver.jobs.services._dispatch_now", lambda job_ids: None)
+    monkeypatch.setattr("jobweaver.outbox.services.relay_soon", lambda: None)
 
 
 @pytest.fixture(autouse=True)
@@ -164,7 +162,7 @@ def test_prune_deletes_finished_work_past_retention_in_batches_and_keeps_the_res
     assert (pruned["failed jobs"], pruned["cancelled jobs"]) == (1, 1)
     assert pruned["published outbox events"] > 0
     # Bounded: no statement deleted more than one batch of jobs.
-    job_deletes = [q for q in queries if "DELETE FROM jobs_job" in q["sql"]]
+    job_deletes = [q for q in queries if "DELETE FROM jobweaver_jobs_job" in q["sql"]]
     assert len(job_deletes) >= BULK_JOBS // BATCH
 
     for job_id in [*old_completed[:50], dead.id, cancelled.id]:
@@ -179,7 +177,7 @@ def test_prune_deletes_finished_work_past_retention_in_batches_and_keeps_the_res
 
     # The auditor and the API after pruning: nothing dangles, pruned jobs are simply gone.
     assert check_invariants() == []
-    client = api_client("auditor", "jobs.view_job", "jobs.view_all_jobs")
+    client = api_client("auditor", "jobweaver_jobs.view_job", "jobweaver_jobs.view_all_jobs")
     assert client.get(f"/api/jobs/{dead.id}").status_code == 404
     assert client.get(f"/api/jobs/{recent_failure.id}").json()["status"] == "FAILED"
     listing = client.get("/api/jobs?size=100").json()
@@ -229,7 +227,7 @@ def test_prune_runs_on_the_beat_schedule(settings):
 
     assert "jobweaver: prune finished work" in beat_schedule_setup()
     entry = PeriodicTask.objects.get(name="jobweaver: prune finished work")
-    assert entry.task == "apps.scheduler.tasks.prune_finished_work"
+    assert entry.task == "jobweaver.scheduler.tasks.prune_finished_work"
 
 
 def test_prune_help_and_bad_input(run_command):
@@ -245,7 +243,7 @@ def test_a_batch_finds_its_old_rows_through_the_index_not_by_reading_the_retaine
     nothing old enough reads nothing: compared row by row, it read every event published in
     the retained day, every five minutes, to delete none. Index scans are forced (the test's
     table is small); what the test reads is whether the cutoff bounds the scan or filters it."""
-    from apps.scheduler import retention
+    from jobweaver.scheduler import retention
 
     if kind == "outbox":
         sql, params = retention._outbox_batch_sql(), [86400.0, 1000]

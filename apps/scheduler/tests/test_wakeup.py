@@ -5,10 +5,9 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 from django.utils import timezone
-
-from apps.scheduler.models import JobExecution
-from apps.scheduler.tests.factories import submitted_job
-from apps.scheduler.wakeup import seconds_until_due
+from jobweaver.scheduler.models import JobExecution
+from jobweaver.scheduler.tests.factories import submitted_job
+from jobweaver.scheduler.wakeup import seconds_until_due
 
 pytestmark = pytest.mark.django_db
 

@@ -1,6 +1,5 @@
 from django.urls import path
-
-from apps.schedules.api import views
+from jobweaver.schedules.api import views
 
 # Included at api/ (jobweaver_site/urls.py), beside the jobs API.
 urlpatterns = [

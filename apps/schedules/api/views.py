@@ -14,27 +14,26 @@ from __future__ import annotations
 
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework.request import Request
-from rest_framework.response import Response
-from rest_framework.views import APIView
-
-from apps.jobs.api.permissions import HasOperationPermission
-from apps.jobs.api.reading import no_query_parameters, read_json_body
-from apps.schedules.api import schema
-from apps.schedules.selectors import schedule_get, schedule_list, schedule_to_dict
-from apps.schedules.services import (
+from jobweaver.jobs.api.permissions import HasOperationPermission
+from jobweaver.jobs.api.reading import no_query_parameters, read_json_body
+from jobweaver.schedules.api import schema
+from jobweaver.schedules.selectors import schedule_get, schedule_list, schedule_to_dict
+from jobweaver.schedules.services import (
     schedule_create,
     schedule_delete,
     schedule_disable,
     schedule_enable,
     schedule_update,
 )
-from apps.schedules.validation import parse_schedule_request
+from jobweaver.schedules.validation import parse_schedule_request
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
 
-VIEW = ("schedules.view_schedule",)
-ADD = ("schedules.add_schedule",)
-CHANGE = ("schedules.change_schedule",)
-DELETE = ("schedules.delete_schedule",)
+VIEW = ("jobweaver_schedules.view_schedule",)
+ADD = ("jobweaver_schedules.add_schedule",)
+CHANGE = ("jobweaver_schedules.change_schedule",)
+DELETE = ("jobweaver_schedules.delete_schedule",)
 
 
 class ScheduleView(APIView):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from apps.jobs.models import Job
-from apps.schedules.models import Schedule
-from apps.schedules.services import schedules_fire
+from jobweaver.jobs.models import Job
+from jobweaver.schedules.models import Schedule
+from jobweaver.schedules.services import schedules_fire
 
 TEMPLATE = {
     "jobType": "SIMULATION",

@@ -4,14 +4,13 @@ pause and delete going through the services (a bad definition is a form error, n
 import json
 
 import pytest
-
-from apps.schedules.models import Schedule
-from apps.schedules.services import schedule_create
-from apps.schedules.tests.helpers import TEMPLATE
+from jobweaver.schedules.models import Schedule
+from jobweaver.schedules.services import schedule_create
+from jobweaver.schedules.tests.helpers import TEMPLATE
 
 pytestmark = pytest.mark.django_db
 
-URL = "/admin/schedules/schedule/"
+URL = "/admin/jobweaver_schedules/schedule/"
 
 
 def form(**fields) -> dict:

@@ -6,20 +6,19 @@ from __future__ import annotations
 import json
 
 import pytest
+from jobweaver.accounts.tests.helpers import make_user, token_for
+from jobweaver.jobs.tests.api_helpers import assert_error_body
+from jobweaver.schedules.models import Schedule
+from jobweaver.schedules.tests.helpers import TEMPLATE
 from rest_framework.test import APIClient
-
-from apps.accounts.tests.helpers import make_user, token_for
-from apps.jobs.tests.api_helpers import assert_error_body
-from apps.schedules.models import Schedule
-from apps.schedules.tests.helpers import TEMPLATE
 
 pytestmark = pytest.mark.django_db
 
 MANAGER = (
-    "schedules.view_schedule",
-    "schedules.add_schedule",
-    "schedules.change_schedule",
-    "schedules.delete_schedule",
+    "jobweaver_schedules.view_schedule",
+    "jobweaver_schedules.add_schedule",
+    "jobweaver_schedules.change_schedule",
+    "jobweaver_schedules.delete_schedule",
 )
 
 
@@ -164,7 +163,7 @@ def test_anonymous_is_401_and_missing_permissions_are_403():
     assert_error_body(anonymous.get("/api/schedules"), 401, "API.UNAUTHENTICATED")
     assert_error_body(send(anonymous, "post", "/api/schedules", GOOD), 401, "API.UNAUTHENTICATED")
 
-    viewer = client_for("viewer", "schedules.view_schedule")
+    viewer = client_for("viewer", "jobweaver_schedules.view_schedule")
     assert viewer.get("/api/schedules").status_code == 200
     assert_error_body(send(viewer, "post", "/api/schedules", GOOD), 403, "API.FORBIDDEN")
     assert not Schedule.objects.exists()
@@ -173,7 +172,7 @@ def test_anonymous_is_401_and_missing_permissions_are_403():
 def test_users_see_and_change_only_their_own_schedules(api):
     send(api, "post", "/api/schedules", GOOD)
     other = client_for("other-user", *MANAGER)
-    auditor = client_for("auditor", *MANAGER, "schedules.view_all_schedules")
+    auditor = client_for("auditor", *MANAGER, "jobweaver_schedules.view_all_schedules")
 
     assert other.get("/api/schedules").json() == {"schedules": []}
     assert_error_body(other.get("/api/schedules/good"), 404, "API.JOB_NOT_FOUND")

@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from apps.schedules.management.commands.schedules import SUBCOMMANDS, Command
-from apps.schedules.models import Schedule
-from apps.schedules.tests.helpers import TEMPLATE, jobs_of
+from jobweaver.schedules.management.commands.schedules import SUBCOMMANDS, Command
+from jobweaver.schedules.models import Schedule
+from jobweaver.schedules.tests.helpers import TEMPLATE, jobs_of
 
 pytestmark = pytest.mark.django_db
 

@@ -14,11 +14,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection, transaction
+from jobweaver.scheduler.invariants import check_invariants
+from jobweaver.schedules.models import Schedule
+from jobweaver.schedules.services import schedule_create
+from jobweaver.schedules.tests.helpers import TEMPLATE, jobs_of, submitted_slots, walk
 
-from apps.scheduler.invariants import check_invariants
-from apps.schedules.models import Schedule
-from apps.schedules.services import schedule_create
-from apps.schedules.tests.helpers import TEMPLATE, jobs_of, submitted_slots, walk
 from tests.stack import ROOT, child_environment, wait_for
 
 
@@ -107,7 +107,7 @@ def waiting_for_schedules() -> int:
         cursor.execute("SELECT pg_stat_clear_snapshot()")
         cursor.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-            " AND wait_event_type = 'Lock' AND query LIKE '%%schedules_schedule%%'"
+            " AND wait_event_type = 'Lock' AND query LIKE '%%jobweaver_schedules_schedule%%'"
         )
         return cursor.fetchone()[0]
 
@@ -126,7 +126,7 @@ def test_two_fire_processes_at_once_submit_each_slot_once(cleanup, unique):
     # Both processes queue behind a table lock, so they race from the same instant.
     with transaction.atomic():
         with connection.cursor() as cursor:
-            cursor.execute("LOCK TABLE schedules_schedule IN EXCLUSIVE MODE")
+            cursor.execute("LOCK TABLE jobweaver_schedules_schedule IN EXCLUSIVE MODE")
         processes = [fire_process(now), fire_process(now)]
         wait_for(
             lambda: waiting_for_schedules() == 2,

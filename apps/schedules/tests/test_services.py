@@ -9,14 +9,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
-
-from apps.accounts.tests.helpers import SUBMITTER, make_user
-from apps.core.errors import Forbidden, InvalidRequest
-from apps.scheduler.beat import beat_schedule_setup
-from apps.scheduler.invariants import check_invariants
-from apps.schedules.models import Schedule
-from apps.schedules.selectors import ScheduleNotFound
-from apps.schedules.services import (
+from jobweaver.accounts.tests.helpers import SUBMITTER, make_user
+from jobweaver.core.errors import Forbidden, InvalidRequest
+from jobweaver.scheduler.beat import beat_schedule_setup
+from jobweaver.scheduler.invariants import check_invariants
+from jobweaver.schedules.models import Schedule
+from jobweaver.schedules.selectors import ScheduleNotFound
+from jobweaver.schedules.services import (
     schedule_create,
     schedule_delete,
     schedule_disable,
@@ -24,9 +23,9 @@ from apps.schedules.services import (
     schedule_update,
     schedules_fire,
 )
-from apps.schedules.slots import slot_key
-from apps.schedules.tasks import fire_schedules
-from apps.schedules.tests.helpers import TEMPLATE, jobs_of, submitted_slots, walk
+from jobweaver.schedules.slots import slot_key
+from jobweaver.schedules.tasks import fire_schedules
+from jobweaver.schedules.tests.helpers import TEMPLATE, jobs_of, submitted_slots, walk
 
 pytestmark = pytest.mark.django_db
 
@@ -252,7 +251,7 @@ def test_pause_resume_update_and_delete():
 def test_beat_fires_schedules_through_the_task():
     assert "jobweaver: fire schedules" in beat_schedule_setup()
     entry = PeriodicTask.objects.get(name="jobweaver: fire schedules")
-    assert entry.task == "apps.schedules.tasks.fire_schedules"
+    assert entry.task == "jobweaver.schedules.tasks.fire_schedules"
     schedule = schedule_create(
         name="due-now",
         interval_seconds=1,

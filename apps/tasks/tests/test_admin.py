@@ -8,10 +8,10 @@ import uuid
 import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
+from jobweaver.executor.models import ExecutionAttempt
+from jobweaver.tasks.tests.test_backend import run_next_attempt
 
-from apps.examples.tasks import add, flaky
-from apps.executor.models import ExecutionAttempt
-from apps.tasks.tests.test_backend import run_next_attempt
+from jobweaver_site.examples.tasks import add, flaky
 
 pytestmark = [pytest.mark.django_db]
 
@@ -27,11 +27,11 @@ def test_a_completed_task_job_shows_its_payload_and_result(admin_client):
     result = add.enqueue(20, 22)
     run_next_attempt(result.id)
 
-    page = admin_client.get(reverse("admin:jobs_job_change", args=[result.id]))
+    page = admin_client.get(reverse("admin:jobweaver_jobs_job_change", args=[result.id]))
 
     assert page.status_code == 200
     html = page.content.decode()
-    assert "apps.examples.tasks.add" in html
+    assert "jobweaver_site.examples.tasks.add" in html
     assert "<pre>42</pre>" in html  # the result
     assert "Python task" in html
 
@@ -42,9 +42,9 @@ def test_each_failed_attempt_shows_its_exception(admin_client):
     run_next_attempt(result.id)
     failed = ExecutionAttempt.objects.get(job_id=result.id, attempt=1)
 
-    job_page = admin_client.get(reverse("admin:jobs_job_change", args=[result.id]))
+    job_page = admin_client.get(reverse("admin:jobweaver_jobs_job_change", args=[result.id]))
     attempt_page = admin_client.get(
-        reverse("admin:executor_executionattempt_change", args=[failed.event_id])
+        reverse("admin:jobweaver_executor_executionattempt_change", args=[failed.event_id])
     )
 
     assert job_page.status_code == attempt_page.status_code == 200

@@ -11,15 +11,14 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import connections
+from jobweaver.jobs.models import Job
+from jobweaver.scheduler.models import JobExecution
+from jobweaver.tasks.tests.test_backend import run_next_attempt
 from rest_framework.test import APIClient
-
-from apps.jobs.models import Job
-from apps.scheduler.models import JobExecution
-from apps.tasks.tests.test_backend import run_next_attempt
 
 pytestmark = [pytest.mark.django_db]
 
-CANARY = "apps.jobs.tests.unit.never_imported"
+CANARY = "jobweaver.jobs.tests.unit.never_imported"
 
 
 @pytest.fixture
@@ -40,7 +39,11 @@ def counts() -> tuple[int, int]:
 
 def test_a_task_job_over_the_api_runs_and_its_detail_shows_the_result(client):
     response = post_job(
-        client, {"jobType": "TASK", "payload": {"task": "apps.examples.tasks.add", "args": [2, 3]}}
+        client,
+        {
+            "jobType": "TASK",
+            "payload": {"task": "jobweaver_site.examples.tasks.add", "args": [2, 3]},
+        },
     )
     assert response.status_code == 202, response.content
     job_id = response.json()["jobId"]
@@ -49,7 +52,11 @@ def test_a_task_job_over_the_api_runs_and_its_detail_shows_the_result(client):
 
     detail = client.get(f"/api/jobs/{job_id}").json()
     assert (detail["jobType"], detail["status"], detail["result"]) == ("TASK", "COMPLETED", 5)
-    assert detail["payload"] == {"task": "apps.examples.tasks.add", "args": [2, 3], "kwargs": {}}
+    assert detail["payload"] == {
+        "task": "jobweaver_site.examples.tasks.add",
+        "args": [2, 3],
+        "kwargs": {},
+    }
     assert detail["attempts"][0]["result"] == 5
     assert detail["attempts"][0]["outcome"] == "SUCCESS"
 
@@ -59,7 +66,7 @@ def test_the_detail_of_a_failed_task_shows_each_exception(client):
         client,
         {
             "jobType": "TASK",
-            "payload": {"task": "apps.examples.tasks.always_fails", "args": ["no luck"]},
+            "payload": {"task": "jobweaver_site.examples.tasks.always_fails", "args": ["no luck"]},
             "maxRetryCount": 0,
         },
     )
@@ -76,7 +83,9 @@ def test_the_detail_of_a_failed_task_shows_each_exception(client):
     assert attempt["traceback"].endswith("RuntimeError: no luck\n")
 
 
-@pytest.mark.parametrize("path", ["os.system", "apps.examples.tasks.nope", f"{CANARY}.boom"])
+@pytest.mark.parametrize(
+    "path", ["os.system", "jobweaver_site.examples.tasks.nope", f"{CANARY}.boom"]
+)
 def test_an_unregistered_path_is_a_400_that_persists_and_imports_nothing(client, path):
     before = counts()
 
@@ -91,14 +100,17 @@ def test_an_unregistered_path_is_a_400_that_persists_and_imports_nothing(client,
 
 
 def test_a_batch_may_hold_task_jobs(client):
-    task_job = {"jobType": "TASK", "payload": {"task": "apps.examples.tasks.add", "args": [1, 1]}}
+    task_job = {
+        "jobType": "TASK",
+        "payload": {"task": "jobweaver_site.examples.tasks.add", "args": [1, 1]},
+    }
     response = client.post(
         "/api/jobs/batch", json.dumps({"jobs": [task_job]}), content_type="application/json"
     )
     assert response.status_code == 202, response.content
     [created] = response.json()["jobs"]
     job = Job.objects.get(id=created["jobId"])
-    assert (job.job_type, job.instruction["task"]) == ("TASK", "apps.examples.tasks.add")
+    assert (job.job_type, job.instruction["task"]) == ("TASK", "jobweaver_site.examples.tasks.add")
 
 
 @pytest.fixture
@@ -112,7 +124,7 @@ def test_submit_job_task_submits_a_task_job(capsys):
     call_command(
         "submit_job",
         "--task",
-        "apps.examples.tasks.add",
+        "jobweaver_site.examples.tasks.add",
         "--args",
         "[2]",
         "--kwargs",
@@ -122,7 +134,11 @@ def test_submit_job_task_submits_a_task_job(capsys):
 
     detail = json.loads(capsys.readouterr().out)
     assert (detail["jobType"], detail["status"]) == ("TASK", "PENDING")
-    assert detail["payload"] == {"task": "apps.examples.tasks.add", "args": [2], "kwargs": {"b": 3}}
+    assert detail["payload"] == {
+        "task": "jobweaver_site.examples.tasks.add",
+        "args": [2],
+        "kwargs": {"b": 3},
+    }
 
 
 @pytest.mark.usefixtures("keep_connection")
@@ -130,15 +146,24 @@ def test_submit_job_task_submits_a_task_job(capsys):
     ("argv", "message"),
     [
         (["--task", "os.system", "--args", '["id"]'], "'os.system' is not a registered task"),
-        (["--task", "apps.examples.tasks.add", "--args", "[2"], "--args is not valid JSON"),
-        (["--task", "apps.examples.tasks.add", "--args", "[2]"], "missing a required argument"),
+        (
+            ["--task", "jobweaver_site.examples.tasks.add", "--args", "[2"],
+            "--args is not valid JSON",
+        ),
+        (
+            ["--task", "jobweaver_site.examples.tasks.add", "--args", "[2]"],
+            "missing a required argument",
+        ),
         (["--args", "[2, 3]", "--sleep", "1"], "--args and --kwargs go with --task"),
-        (["--task", "apps.examples.tasks.add", "--sleep", "1"], "either --task or step flags"),
+        (
+            ["--task", "jobweaver_site.examples.tasks.add", "--sleep", "1"],
+            "either --task or step flags",
+        ),
     ],
 )
 def test_submit_job_task_refuses_bad_input_with_exit_2(argv, message, capsys):
     before = counts()
-    from apps.jobs.management.commands.submit_job import Command
+    from jobweaver.jobs.management.commands.submit_job import Command
 
     with pytest.raises(SystemExit) as exited:
         Command().run_from_argv(["manage.py", "submit_job", *argv])

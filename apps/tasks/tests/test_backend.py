@@ -13,15 +13,13 @@ import pytest
 from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
-
-from apps.core.errors import IdempotencyConflict
-from apps.engine import claim, executions
-from apps.examples.tasks import add, always_fails, flaky, sleep
-from apps.executor.models import ExecutionAttempt
-from apps.executor.runner import attempt_execute
-from apps.executor.services import Ending, attempt_finish, attempt_start
-from apps.jobs.models import Job
-from apps.jobs.python_tasks.compat import (
+from jobweaver.core.errors import IdempotencyConflict
+from jobweaver.engine import claim, executions
+from jobweaver.executor.models import ExecutionAttempt
+from jobweaver.executor.runner import attempt_execute
+from jobweaver.executor.services import Ending, attempt_finish, attempt_start
+from jobweaver.jobs.models import Job
+from jobweaver.jobs.python_tasks.compat import (
     InvalidTaskError,
     TaskResultDoesNotExist,
     TaskResultStatus,
@@ -32,11 +30,13 @@ from apps.jobs.python_tasks.compat import (
     task_finished,
     task_started,
 )
-from apps.jobs.python_tasks.registry import registry_add, registry_remove
-from apps.jobs.services import job_submit
-from apps.jobs.validation import parse_job_request
-from apps.scheduler.models import JobExecution
-from apps.tasks.backend import JobWeaverBackend, JobWeaverTask
+from jobweaver.jobs.python_tasks.registry import registry_add, registry_remove
+from jobweaver.jobs.services import job_submit
+from jobweaver.jobs.validation import parse_job_request
+from jobweaver.scheduler.models import JobExecution
+from jobweaver.tasks.backend import JobWeaverBackend, JobWeaverTask
+
+from jobweaver_site.examples.tasks import add, always_fails, flaky, sleep
 
 pytestmark = [pytest.mark.django_db]
 
@@ -131,7 +131,11 @@ def test_enqueue_writes_one_task_job_and_returns_a_ready_result(django_assert_ma
     assert (result.attempts, result.errors, result.backend) == (0, [], "default")
     job = Job.objects.select_related("execution").get(id=result.id)
     assert job.job_type == "TASK"
-    assert job.instruction == {"task": "apps.examples.tasks.add", "args": [1], "kwargs": {"b": 3}}
+    assert job.instruction == {
+        "task": "jobweaver_site.examples.tasks.add",
+        "args": [1],
+        "kwargs": {"b": 3},
+    }
     assert (job.priority, job.task_priority, job.queue_name) == (5, 0, "default")
     assert job.execution.status == "PENDING"
     assert result.enqueued_at == job.created_at
@@ -211,7 +215,9 @@ def test_a_higher_priority_task_is_dispatched_first():
 def test_queues_are_validated_and_recorded():
     with pytest.raises(InvalidTaskError, match="Queue 'emails' is not valid for backend"):
         add.using(queue_name="emails")
-    queues = {"default": {"BACKEND": "apps.tasks.backend.JobWeaverBackend", "QUEUES": ["emails"]}}
+    queues = {
+        "default": {"BACKEND": "jobweaver.tasks.backend.JobWeaverBackend", "QUEUES": ["emails"]}
+    }
     with override_settings(TASKS=queues):
         result = add.using(queue_name="emails").enqueue(1, 2)
         assert default_task_backend.get_result(result.id).task.queue_name == "emails"

@@ -10,9 +10,8 @@ from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 from django.utils import timezone
-
-from apps.accounts.services import api_token_create
-from apps.core.commands import CommandExit, JobWeaverCommand
+from jobweaver.accounts.services import api_token_create
+from jobweaver.core.commands import CommandExit, JobWeaverCommand
 
 
 class Command(JobWeaverCommand):

@@ -2,7 +2,7 @@
 
 from collections import Counter
 
-from apps.engine.claim.credits import Credit, assign
+from jobweaver.engine.claim.credits import Credit, assign
 
 
 def test_deliveries_fill_executors_in_proportion_to_their_free_credits():

@@ -1,7 +1,7 @@
 """The transition table of apps/engine/transitions.py, held against ARCHITECTURE §4."""
 
-from apps.engine.transitions import IN_FLIGHT, TRANSITIONS, Actor
-from apps.scheduler.models import TERMINAL_STATUSES, ExecutionStatus
+from jobweaver.engine.transitions import IN_FLIGHT, TRANSITIONS, Actor
+from jobweaver.scheduler.models import TERMINAL_STATUSES, ExecutionStatus
 
 P, D, R = ExecutionStatus.PENDING, ExecutionStatus.DISPATCHED, ExecutionStatus.RUNNING
 C, F, X = ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.CANCELLED

@@ -6,11 +6,10 @@ from __future__ import annotations
 import uuid
 
 import pytest
-
-from apps.executor.runners import RUNNERS, SimulationRunner, TaskRunner, runner_for
-from apps.executor.services import ClaimedAttempt
-from apps.executor.steps import StepContext
-from apps.jobs.kinds import KINDS, SIMULATION, TASK
+from jobweaver.executor.runners import RUNNERS, SimulationRunner, TaskRunner, runner_for
+from jobweaver.executor.services import ClaimedAttempt
+from jobweaver.executor.steps import StepContext
+from jobweaver.jobs.kinds import KINDS, SIMULATION, TASK
 
 
 class FakeAttempt:

@@ -8,9 +8,8 @@ import socket
 import time
 
 import pytest
-
-from apps.executor import steps
-from apps.executor.steps import AttemptStopped, StepContext, StepFailed, run_steps
+from jobweaver.executor import steps
+from jobweaver.executor.steps import AttemptStopped, StepContext, StepFailed, run_steps
 
 
 class FakeCheckpoint:

@@ -10,10 +10,10 @@ already ended); 2 a malformed or unknown job id. Errors are one line on stderr.
 
 from __future__ import annotations
 
-from apps.core.commands import JobWeaverCommand
-from apps.jobs.selectors import job_get
-from apps.jobs.services import job_cancel
-from apps.scheduler.models import ExecutionStatus
+from jobweaver.core.commands import JobWeaverCommand
+from jobweaver.jobs.selectors import job_get
+from jobweaver.jobs.services import job_cancel
+from jobweaver.scheduler.models import ExecutionStatus
 
 
 class Command(JobWeaverCommand):

@@ -1,8 +1,7 @@
 from django.conf import settings
 from django.contrib.auth import get_user_model
-
-from apps.accounts.services import api_token_rotate
-from apps.core.commands import EXIT_FAILED, CommandExit, JobWeaverCommand
+from jobweaver.accounts.services import api_token_rotate
+from jobweaver.core.commands import EXIT_FAILED, CommandExit, JobWeaverCommand
 
 
 class Command(JobWeaverCommand):

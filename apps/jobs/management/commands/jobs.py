@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import json
 
-from apps.core.commands import EXIT_FAILED, CommandExit, JobWeaverCommand
-from apps.core.errors import JobNotFound
-from apps.core.timeutil import iso
-from apps.jobs.models import Job, JobType
-from apps.jobs.operations import BulkReport, jobs_bulk_apply
-from apps.jobs.selectors import job_detail, job_list, parse_job_id
-from apps.scheduler.models import ExecutionStatus
+from jobweaver.core.commands import EXIT_FAILED, CommandExit, JobWeaverCommand
+from jobweaver.core.errors import JobNotFound
+from jobweaver.core.timeutil import iso
+from jobweaver.jobs.models import Job, JobType
+from jobweaver.jobs.operations import BulkReport, jobs_bulk_apply
+from jobweaver.jobs.selectors import job_detail, job_list, parse_job_id
+from jobweaver.scheduler.models import ExecutionStatus
 
 LIST_LIMIT_DEFAULT = 50
 LIST_LIMIT_MAX = 1000

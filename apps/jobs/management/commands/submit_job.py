@@ -18,14 +18,13 @@ import time
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-
-from apps.core.commands import EXIT_FAILED, CommandExit, JobWeaverCommand
-from apps.core.errors import InvalidRequest
-from apps.core.jsonutil import loads_strict
-from apps.jobs.selectors import job_detail
-from apps.jobs.services import job_submit, job_submit_batch
-from apps.jobs.validation import JobSpec, parse_job_request
-from apps.scheduler.models import TERMINAL_STATUSES, ExecutionStatus
+from jobweaver.core.commands import EXIT_FAILED, CommandExit, JobWeaverCommand
+from jobweaver.core.errors import InvalidRequest
+from jobweaver.core.jsonutil import loads_strict
+from jobweaver.jobs.selectors import job_detail
+from jobweaver.jobs.services import job_submit, job_submit_batch
+from jobweaver.jobs.validation import JobSpec, parse_job_request
+from jobweaver.scheduler.models import TERMINAL_STATUSES, ExecutionStatus
 
 POLL_INTERVAL_SECONDS = 0.1
 DEFAULT_WAIT_TIMEOUT_SECONDS = 600.0
@@ -144,7 +143,8 @@ class Command(JobWeaverCommand):
         source.add_argument(
             "--task",
             metavar="PATH",
-            help="run a registered Python task (ARCHITECTURE §13), e.g. apps.examples.tasks.add",
+            help="run a registered Python task (ARCHITECTURE §13), e.g. "
+            "jobweaver_site.examples.tasks.add",
         )
         task_arguments = parser.add_argument_group("task arguments (with --task)")
         # Not dest "args": Django's command runner takes that one for positional arguments.

@@ -4,15 +4,14 @@ kind, lookups, and what each kind decides for validation, the detail and the adm
 from __future__ import annotations
 
 import pytest
+from jobweaver.core.errors import InvalidRequest
+from jobweaver.executor.models import AttemptOutcome, ExecutionAttempt
+from jobweaver.jobs.forms import JobSubmitForm
+from jobweaver.jobs.kinds import KINDS, SIMULATION, TASK, all_kinds, kind_named, kind_of
+from jobweaver.jobs.models import Job, JobType
+from jobweaver.scheduler.models import ExecutionStatus, JobExecution
 
-from apps.core.errors import InvalidRequest
-from apps.executor.models import AttemptOutcome, ExecutionAttempt
-from apps.jobs.forms import JobSubmitForm
-from apps.jobs.kinds import KINDS, SIMULATION, TASK, all_kinds, kind_named, kind_of
-from apps.jobs.models import Job, JobType
-from apps.scheduler.models import ExecutionStatus, JobExecution
-
-ADD = {"task": "apps.examples.tasks.add", "args": [1, 2], "kwargs": {}}
+ADD = {"task": "jobweaver_site.examples.tasks.add", "args": [1, 2], "kwargs": {}}
 
 
 def test_every_job_type_choice_has_exactly_one_kind_in_the_choices_order():
@@ -87,10 +86,13 @@ def test_the_submit_form_lists_each_kinds_inputs_after_the_job_type():
         ("SIMULATION", "Simulation steps"),
         ("TASK", "Python task"),
     ]
-    assert ("apps.examples.tasks.add", "apps.examples.tasks.add") in form.fields["task"].choices
+    assert (
+        "jobweaver_site.examples.tasks.add",
+        "jobweaver_site.examples.tasks.add",
+    ) in form.fields["task"].choices
 
 
 def test_a_task_in_the_submit_form_needs_its_task():
     assert TASK.form_errors({"task": ""}) == {"task": "choose the task to run"}
-    assert TASK.form_errors({"task": "apps.examples.tasks.add"}) == {}
+    assert TASK.form_errors({"task": "jobweaver_site.examples.tasks.add"}) == {}
     assert SIMULATION.form_errors({}) == {}

@@ -8,13 +8,12 @@ import json
 import sys
 
 import pytest
+from jobweaver.core.errors import InvalidRequest
+from jobweaver.jobs.python_tasks.payload import json_only, validate_task_payload
+from jobweaver.jobs.python_tasks.priority import from_jobweaver, to_jobweaver
+from jobweaver.jobs.validation import parse_job_request
 
-from apps.core.errors import InvalidRequest
-from apps.jobs.python_tasks.payload import json_only, validate_task_payload
-from apps.jobs.python_tasks.priority import from_jobweaver, to_jobweaver
-from apps.jobs.validation import parse_job_request
-
-ADD = "apps.examples.tasks.add"
+ADD = "jobweaver_site.examples.tasks.add"
 
 
 def test_a_valid_payload_is_normalized():
@@ -23,8 +22,8 @@ def test_a_valid_payload_is_normalized():
         "args": [2],
         "kwargs": {"b": 3},
     }
-    assert validate_task_payload({"task": "apps.examples.tasks.sleep", "args": [1]}) == {
-        "task": "apps.examples.tasks.sleep",
+    assert validate_task_payload({"task": "jobweaver_site.examples.tasks.sleep", "args": [1]}) == {
+        "task": "jobweaver_site.examples.tasks.sleep",
         "args": [1],
         "kwargs": {},
     }
@@ -66,13 +65,16 @@ def test_simulation_fingerprints_are_unchanged_by_the_task_fields():
         ({"task": 5}, "payload.task must be a string, got integer"),
         ({"task": "add"}, "dotted path of a registered task"),
         ({"task": "os.system", "args": ["id"]}, "'os.system' is not a registered task"),
-        ({"task": "apps.examples.tasks.nope"}, "'apps.examples.tasks.nope' is not a registered"),
+        (
+            {"task": "jobweaver_site.examples.tasks.nope"},
+            "'jobweaver_site.examples.tasks.nope' is not a registered",
+        ),
         ({"task": ADD, "args": {"a": 1}}, "payload.args must be an array, got object"),
         ({"task": ADD, "args": [1, 2], "kwargs": []}, "payload.kwargs must be an object"),
         ({"task": ADD, "args": [1]}, "do not fit add(a, b): missing a required argument: 'b'"),
         ({"task": ADD, "args": [1, 2], "kwargs": {"c": 1}}, "unexpected keyword argument 'c'"),
         (
-            {"task": "apps.examples.tasks.sleep", "kwargs": {"context": 1, "seconds": 1}},
+            {"task": "jobweaver_site.examples.tasks.sleep", "kwargs": {"context": 1, "seconds": 1}},
             "must not set 'context'",
         ),
         ({"task": ADD, "args": [1, float("inf")]}, "payload.args[1] must be a finite number"),
@@ -86,20 +88,24 @@ def test_invalid_payloads_are_refused_with_one_line(payload, message):
 
 
 def test_a_client_supplied_path_is_never_imported():
-    path = "apps.jobs.tests.unit.never_imported.boom"
-    assert "apps.jobs.tests.unit.never_imported" not in sys.modules
+    path = "jobweaver.jobs.tests.unit.never_imported.boom"
+    assert "jobweaver.jobs.tests.unit.never_imported" not in sys.modules
 
     with pytest.raises(InvalidRequest, match="is not a registered task"):
         parse_job_request({"jobType": "TASK", "payload": {"task": path}})
 
-    assert "apps.jobs.tests.unit.never_imported" not in sys.modules
+    assert "jobweaver.jobs.tests.unit.never_imported" not in sys.modules
 
 
 def test_the_payload_size_is_capped(settings):
-    settings.JOBWEAVER_TASK_MAX_PAYLOAD_BYTES = 80
-    validate_task_payload({"task": "apps.examples.tasks.always_fails", "args": ["x" * 10]})
-    with pytest.raises(InvalidRequest, match=r"payload is \d+ bytes as JSON; at most 80"):
-        validate_task_payload({"task": "apps.examples.tasks.always_fails", "args": ["x" * 50]})
+    settings.JOBWEAVER_TASK_MAX_PAYLOAD_BYTES = 90
+    validate_task_payload(
+        {"task": "jobweaver_site.examples.tasks.always_fails", "args": ["x" * 10]}
+    )
+    with pytest.raises(InvalidRequest, match=r"payload is \d+ bytes as JSON; at most 90"):
+        validate_task_payload(
+            {"task": "jobweaver_site.examples.tasks.always_fails", "args": ["x" * 50]}
+        )
 
 
 def test_json_only_keeps_json_and_turns_tuples_into_arrays():

@@ -6,34 +6,35 @@ from __future__ import annotations
 import sys
 import types
 
-from apps.examples import tasks as example_tasks
-from apps.jobs.python_tasks.registry import (
+from jobweaver.jobs.python_tasks.registry import (
     registered_paths,
     registry_build,
     registry_get,
     tasks_defined_in,
 )
 
+from jobweaver_site.examples import tasks as example_tasks
+
 EXAMPLES = [
-    "apps.examples.tasks.add",
-    "apps.examples.tasks.always_fails",
-    "apps.examples.tasks.flaky",
-    "apps.examples.tasks.sleep",
+    "jobweaver_site.examples.tasks.add",
+    "jobweaver_site.examples.tasks.always_fails",
+    "jobweaver_site.examples.tasks.flaky",
+    "jobweaver_site.examples.tasks.sleep",
 ]
 
 
 def test_the_examples_are_registered_at_start_up():
     assert set(EXAMPLES) <= set(registered_paths())
-    assert registry_get("apps.examples.tasks.add") is example_tasks.add
+    assert registry_get("jobweaver_site.examples.tasks.add") is example_tasks.add
 
 
 def test_only_task_objects_of_installed_apps_tasks_modules_are_registered():
     paths = registered_paths()
     # Celery's tasks modules of our own apps are imported too, but hold no DEP 14 task.
-    assert not [p for p in paths if p.startswith(("apps.executor.", "apps.scheduler."))]
+    assert not [p for p in paths if p.startswith(("jobweaver.executor.", "jobweaver.scheduler."))]
     # Plain functions and imported names are not tasks.
-    assert registry_get("apps.examples.tasks.time") is None
-    assert registry_get("apps.examples.tasks.task") is None
+    assert registry_get("jobweaver_site.examples.tasks.time") is None
+    assert registry_get("jobweaver_site.examples.tasks.task") is None
 
 
 def test_a_module_registers_what_it_defines_not_what_it_imports():
@@ -49,11 +50,11 @@ def test_lookups_never_import():
     for path in (
         "os.system",
         "subprocess.check_output",
-        "apps.jobs.tests.unit.never_imported.boom",
-        "apps.examples.tasks.nope",
+        "jobweaver.jobs.tests.unit.never_imported.boom",
+        "jobweaver_site.examples.tasks.nope",
     ):
         assert registry_get(path) is None
-    assert "apps.jobs.tests.unit.never_imported" not in sys.modules
+    assert "jobweaver.jobs.tests.unit.never_imported" not in sys.modules
 
 
 def test_building_again_gives_the_same_registry():

@@ -7,10 +7,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-
-from apps.core.errors import InvalidRequest
-from apps.jobs.kinds.simulation import validate_steps
-from apps.jobs.validation import parse_job_request
+from jobweaver.core.errors import InvalidRequest
+from jobweaver.jobs.kinds.simulation import validate_steps
+from jobweaver.jobs.validation import parse_job_request
 
 
 def request(*steps, **fields) -> dict:

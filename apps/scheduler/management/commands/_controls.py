@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import getpass
 
-from apps.core.timeutil import iso
-from apps.scheduler.models import ConcurrencyLimit, Pause, PauseScope
+from jobweaver.core.timeutil import iso
+from jobweaver.scheduler.models import ConcurrencyLimit, Pause, PauseScope
 
 SCOPE_WORDS = {PauseScope.QUEUE: "queue", PauseScope.JOB_TYPE: "job type"}
 

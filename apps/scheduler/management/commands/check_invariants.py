@@ -9,9 +9,8 @@ from __future__ import annotations
 import uuid
 
 from django.utils.dateparse import parse_datetime
-
-from apps.core.commands import EXIT_FAILED, CommandExit, JobWeaverCommand
-from apps.scheduler.invariants import DEFAULT_SLACK_SECONDS, check_invariants
+from jobweaver.core.commands import EXIT_FAILED, CommandExit, JobWeaverCommand
+from jobweaver.scheduler.invariants import DEFAULT_SLACK_SECONDS, check_invariants
 
 
 class Command(JobWeaverCommand):

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import json
 
-from apps.core.commands import EXIT_FAILED, CommandExit, JobWeaverCommand
-from apps.scheduler.management.commands._controls import limit_line
-from apps.scheduler.selectors import concurrency_limit_list, limit_to_dict
-from apps.scheduler.services import concurrency_limit_delete, concurrency_limit_set
+from jobweaver.core.commands import EXIT_FAILED, CommandExit, JobWeaverCommand
+from jobweaver.scheduler.management.commands._controls import limit_line
+from jobweaver.scheduler.selectors import concurrency_limit_list, limit_to_dict
+from jobweaver.scheduler.services import concurrency_limit_delete, concurrency_limit_set
 
 
 class Command(JobWeaverCommand):

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import json
 
-from apps.core.commands import JobWeaverCommand
-from apps.scheduler.management.commands._controls import (
+from jobweaver.core.commands import JobWeaverCommand
+from jobweaver.scheduler.management.commands._controls import (
     add_target_arguments,
     operator_name,
     pause_line,
     target,
 )
-from apps.scheduler.selectors import pause_to_dict
-from apps.scheduler.services import queue_pause_ensure
+from jobweaver.scheduler.selectors import pause_to_dict
+from jobweaver.scheduler.services import queue_pause_ensure
 
 
 class Command(JobWeaverCommand):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from apps.core.commands import JobWeaverCommand
-from apps.scheduler.management.commands._controls import pause_line
-from apps.scheduler.selectors import pause_list, pause_to_dict
+from jobweaver.core.commands import JobWeaverCommand
+from jobweaver.scheduler.management.commands._controls import pause_line
+from jobweaver.scheduler.selectors import pause_list, pause_to_dict
 
 
 class Command(JobWeaverCommand):

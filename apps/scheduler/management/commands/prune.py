@@ -5,8 +5,8 @@ Prints one line per kind: how many rows would go (`--dry-run`) or went. Exit sta
 
 from __future__ import annotations
 
-from apps.core.commands import JobWeaverCommand
-from apps.scheduler.retention import retention_preview, retention_prune
+from jobweaver.core.commands import JobWeaverCommand
+from jobweaver.scheduler.retention import retention_preview, retention_prune
 
 
 class Command(JobWeaverCommand):

@@ -7,9 +7,13 @@ name, an unknown job type).
 
 from __future__ import annotations
 
-from apps.core.commands import EXIT_FAILED, CommandExit, JobWeaverCommand
-from apps.scheduler.management.commands._controls import add_target_arguments, described, target
-from apps.scheduler.services import queue_resume
+from jobweaver.core.commands import EXIT_FAILED, CommandExit, JobWeaverCommand
+from jobweaver.scheduler.management.commands._controls import (
+    add_target_arguments,
+    described,
+    target,
+)
+from jobweaver.scheduler.services import queue_resume
 
 
 class Command(JobWeaverCommand):

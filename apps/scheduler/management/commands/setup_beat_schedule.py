@@ -1,6 +1,5 @@
 from django.core.management.base import BaseCommand
-
-from apps.scheduler.beat import beat_schedule_setup
+from jobweaver.scheduler.beat import beat_schedule_setup
 
 
 class Command(BaseCommand):

@@ -1,6 +1,5 @@
 from django.core.management.base import BaseCommand
-
-from apps.core.kafka import ensure_topics
+from jobweaver.core.kafka import ensure_topics
 
 
 class Command(BaseCommand):

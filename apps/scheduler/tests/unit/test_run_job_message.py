@@ -8,9 +8,8 @@ import json
 
 import pytest
 from celery import Celery
+from jobweaver.scheduler import run_job_message
 from kombu import Connection
-
-from apps.scheduler import run_job_message
 
 JOB, EVENT = "11111111-1111-1111-1111-111111111111", "22222222-2222-2222-2222-222222222222"
 EXTRA = {"kafka_key": JOB, "trace_id": "t-1", "kafka_record_headers": {"jobId": JOB}}
@@ -49,7 +48,7 @@ def test_the_headers_are_celerys_task_headers_with_ours_added(received):
     for name, value in celerys.headers.items():
         if name not in PER_MESSAGE:
             assert ours.headers[name] == value, name
-    assert ours.headers["task"] == "apps.executor.tasks.run_job"
+    assert ours.headers["task"] == "jobweaver.executor.tasks.run_job"
     assert ours.headers["root_id"] == ours.headers["id"] == ours.properties["correlation_id"]
     assert ours.headers["trace_id"] == "t-1"
 

@@ -22,11 +22,11 @@ import json
 from datetime import datetime
 from pathlib import Path
 
-from apps.core.commands import CommandExit, JobWeaverCommand
-from apps.core.jsonutil import loads_strict
-from apps.core.timeutil import iso
-from apps.schedules.selectors import schedule_get, schedule_list, schedule_to_dict
-from apps.schedules.services import (
+from jobweaver.core.commands import CommandExit, JobWeaverCommand
+from jobweaver.core.jsonutil import loads_strict
+from jobweaver.core.timeutil import iso
+from jobweaver.schedules.selectors import schedule_get, schedule_list, schedule_to_dict
+from jobweaver.schedules.services import (
     Firing,
     schedule_create,
     schedule_delete,
@@ -34,7 +34,7 @@ from apps.schedules.services import (
     schedule_enable,
     schedules_fire,
 )
-from apps.schedules.slots import MISFIRE_POLICIES
+from jobweaver.schedules.slots import MISFIRE_POLICIES
 
 SUBCOMMANDS = ("list", "create", "show", "enable", "disable", "delete", "fire")
 

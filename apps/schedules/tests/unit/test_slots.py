@@ -8,8 +8,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 
 import pytest
-
-from apps.schedules.slots import (
+from jobweaver.schedules.slots import (
     CATCH_UP_ONCE,
     SKIP,
     CronRule,
@@ -255,5 +254,5 @@ def test_slot_keys_are_per_schedule_and_slot():
 
 
 def test_the_slot_module_imports_no_django():
-    code = "import sys, apps.schedules.slots; sys.exit('django' in sys.modules)"
+    code = "import sys, jobweaver.schedules.slots; sys.exit('django' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

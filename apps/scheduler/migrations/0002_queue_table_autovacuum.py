@@ -5,14 +5,14 @@ delays. The same for the outbox, which gets a row per event and one update per p
 
 from django.db import migrations
 
-TABLES = ("scheduler_jobexecution", "outbox_outboxevent")
+TABLES = ("jobweaver_scheduler_jobexecution", "jobweaver_outbox_outboxevent")
 SETTINGS = "autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_cost_delay = 0"
 
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("scheduler", "0006_pauses_and_limits"),
-        ("outbox", "0002_retention_indexes"),
+        ("jobweaver_scheduler", "0001_initial"),
+        ("jobweaver_outbox", "0001_initial"),
     ]
 
     operations = [
@@ -23,5 +23,5 @@ class Migration(migrations.Migration):
                 "(autovacuum_vacuum_scale_factor, autovacuum_vacuum_cost_delay)"
                 for table in TABLES
             ],
-        )
+        ),
     ]

@@ -1,7 +1,7 @@
 """Example Python tasks (ARCHITECTURE §13): ordinary functions with Django's `@task`, run by
 JobWeaver with retries, leases, cancellation and history. Used by the README's quick start:
 
-    >>> from apps.examples.tasks import add
+    >>> from jobweaver_site.examples.tasks import add
     >>> result = add.enqueue(2, 3)
     >>> add.get_result(result.id).return_value   # once an executor ran it
     5
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import time
 
-from apps.jobs.python_tasks.compat import task
-from apps.jobs.python_tasks.context import JobWeaverTaskContext
+from jobweaver.jobs.python_tasks.compat import task
+from jobweaver.jobs.python_tasks.context import JobWeaverTaskContext
 
 SLICE_SECONDS = 0.05
 
