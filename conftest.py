@@ -97,6 +97,7 @@ class Stack:
 def stack(django_db_setup, django_db_blocker):
     """Scheduler worker, beat and one executor, ready to run jobs (a probe job has completed)."""
     from django.conf import settings
+
     from jobweaver.core.kafka import common_config, ensure_topics
     from jobweaver.scheduler.beat import beat_schedule_setup
 

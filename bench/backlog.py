@@ -81,6 +81,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def status_counts() -> dict[str, int]:
     from django.db.models import Count
+
     from jobweaver.scheduler.models import JobExecution
 
     rows = (
@@ -112,6 +113,7 @@ def dispatch_lease_seconds() -> float | None:
     the stack's JOBWEAVER_DISPATCH_TIMEOUT_SECONDS, or longer when an executor renewed it."""
     from django.db.models import ExpressionWrapper, F, FloatField, Min
     from django.db.models.functions import Extract
+
     from jobweaver.scheduler.models import ExecutionStatus, JobExecution
 
     lease = ExpressionWrapper(
@@ -127,6 +129,7 @@ def per_job_overhead(step_ms: int) -> tuple[float, float, float, float] | None:
     ms from one attempt's finish to the next start on the same executor thread (the claim,
     outcome, ack and hand-over costs a slot pays per job)."""
     from django.db import connection
+
     from jobweaver.executor.models import ExecutionAttempt
     from jobweaver.jobs.models import Job
 
@@ -185,6 +188,7 @@ def main(argv: list[str]) -> int:
     )
     from django.conf import settings
     from django.db.models import Count, Max, Min, Sum
+
     from jobweaver.core.timeutil import iso
     from jobweaver.executor.models import ExecutionAttempt
     from jobweaver.outbox.services import outbox_relay_pending

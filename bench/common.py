@@ -61,7 +61,7 @@ def drop_topics(prefix: str) -> int:
     from confluent_kafka.admin import AdminClient
     from django.conf import settings
 
-    admin = AdminClient({"bootstrap.servers": settings.KAFKA_BOOTSTRAP_SERVERS})
+    admin = AdminClient({"bootstrap.servers": settings.JOBWEAVER_KAFKA_BOOTSTRAP_SERVERS})
     topics = [name for name in admin.list_topics(timeout=10).topics if name.startswith(prefix)]
     for future in admin.delete_topics(topics).values() if topics else ():
         try:
@@ -76,9 +76,9 @@ def running_stack(executors: int = 1, *, probe: bool = True):
     """Scheduler, beat and `executors` executor processes; yields once they are ready and (with
     `probe`) a probe job submitted from this process completed."""
     from django.conf import settings
+
     from jobweaver.core.kafka import common_config, ensure_topics
     from jobweaver.scheduler.beat import beat_schedule_setup
-
     from tests.stack import WorkerProcess, child_environment
 
     ensure_topics()
@@ -145,6 +145,7 @@ def submit_bulk(
     job-created events, JOBWEAVER_MAX_BATCH_JOBS per transaction). Returns the job ids; the
     events are relayed by this process's outbox relay thread (`outbox_relay_pending` waits)."""
     from django.conf import settings
+
     from jobweaver.core.timeutil import iso
     from jobweaver.jobs.services import job_submit_batch
     from jobweaver.jobs.validation import parse_job_request
@@ -171,6 +172,7 @@ def api_token(username: str = "bench") -> str:
     for 'Authorization: Token <key>'."""
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Permission
+
     from jobweaver.accounts.services import api_token_create
 
     user, _ = get_user_model().objects.get_or_create(username=username)

@@ -92,6 +92,7 @@ def settle() -> tuple[int, list[float]]:
     waiting work (committed) until none is left in line. Returns how many set any aside, and
     the ms each took."""
     from django.db import transaction
+
     from jobweaver.engine import claim
     from jobweaver.engine.claim import rules as limits
 
@@ -110,6 +111,7 @@ def dispatch_ms() -> tuple[float, float]:
     """Median ms of a dispatch's rules, set-aside, put-back and claim of 4 (rolled back), and
     of the rules alone."""
     from django.db import transaction
+
     from jobweaver.engine import claim
     from jobweaver.engine.claim import rules as limits
 
@@ -156,6 +158,7 @@ def main() -> None:
     configure(database=DATABASE)
     from django.db import connections
     from django.utils import timezone
+
     from jobweaver.scheduler.models import ConcurrencyLimit, Pause
 
     try:

@@ -92,6 +92,7 @@ def measured(run, n: int, profile: cProfile.Profile | None) -> tuple[float, floa
 
 def executor_round(n: int, profile) -> tuple[float, float]:
     from django.db import transaction
+
     from jobweaver.engine.claim import executions_claim
     from jobweaver.executor.runner import attempt_execute
 
@@ -114,6 +115,7 @@ def executor_round(n: int, profile) -> tuple[float, float]:
 
 def dispatch_round(n: int, batch: int, profile) -> tuple[float, float]:
     from django.conf import settings
+
     from jobweaver.scheduler import flow
     from jobweaver.scheduler.dispatch import dispatch_due_jobs
 
@@ -144,7 +146,6 @@ def main() -> None:
     import logging
 
     from jobweaver.scheduler.dispatch import warm_up_publisher
-
     from tests.stack import LOG_DIR
 
     # Into a file, as a deployed executor's lines go to a file or a pipe, not a terminal.

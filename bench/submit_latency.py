@@ -36,6 +36,7 @@ def main() -> None:
     # records every statement of every process, and renders each one's parameters into text).
     configure(DJANGO_DEBUG="0", DJANGO_SECRET_KEY="bench-only-" + uuid.uuid4().hex)
     import requests
+
     from jobweaver.scheduler.models import JobExecution
 
     body = {"jobType": "SIMULATION", "payload": {"steps": [{"action": "LOG", "message": "x"}]}}
@@ -92,6 +93,7 @@ def main() -> None:
 
 def wait_for_registered_executor(timeout: float = 30) -> None:
     from django.db import transaction
+
     from jobweaver.engine.claim import credits as claim_credits
 
     deadline = time.monotonic() + timeout

@@ -49,8 +49,8 @@ def run_round(kind: str, jobs: int) -> tuple[float, float]:
     """(submits per second, completions per second) of `jobs` jobs of `kind`."""
     from common import submit_steps
     from django.db import transaction
-    from jobweaver.scheduler.models import JobExecution
 
+    from jobweaver.scheduler.models import JobExecution
     from jobweaver_site.examples.tasks import add
 
     started = time.monotonic()

@@ -36,6 +36,7 @@ def submit(client: Client, *, tenants: int, per_tenant: int, keyed: bool) -> Non
 
 def run_side(client: Client, args, *, keyed: bool, limited: bool) -> tuple[float, float]:
     from django.db import connection
+
     from jobweaver.scheduler.services import concurrency_limit_delete, concurrency_limit_set
 
     if limited:
@@ -73,6 +74,7 @@ def idle_batch(client: Client, *, tenants: int, jobs_each: int) -> list[float]:
     """On a quiet stack, one batch holding `jobs_each` jobs of each of `tenants` tenants, tenant
     after tenant, limit 1: ms from the submit until each tenant's first job started."""
     from django.db import connection
+
     from jobweaver.scheduler.services import concurrency_limit_delete, concurrency_limit_set
 
     time.sleep(2)  # quiet: the scheduler's wake-up thread is waiting for a notification

@@ -243,6 +243,7 @@ def execution_counts(baseline: dict[str, int] | None = None) -> dict[str, int]:
     """Executions by status (one sequential scan, no join: cheap enough to poll), minus
     `baseline` (the counts before the measured jobs were submitted)."""
     from django.db.models import Count
+
     from jobweaver.scheduler.models import JobExecution
 
     rows = dict(JobExecution.objects.values_list("status").annotate(n=Count("id")).order_by())
@@ -345,6 +346,7 @@ def fresh_database() -> None:
     for the whole round."""
     from django.core.management import call_command
     from django.db import connections
+
     from jobweaver.jobs.models import Job
 
     if not Job.objects.exists():
@@ -356,6 +358,7 @@ def fresh_database() -> None:
 
 def run_ours(args, bar: Bar) -> dict:
     from django.conf import settings
+
     from jobweaver.scheduler.flow import live_executors
 
     fresh_database()

@@ -47,6 +47,7 @@ def post_worker_init(worker):
     id, so a first job was late to RUNNING by whatever of the warm-up was left
     (bench/NOTES.md)."""
     from django.urls import reverse
+
     from jobweaver.scheduler.dispatch import warm_up_publisher
 
     publisher = threading.Thread(target=warm_up_publisher, name="warm-up", daemon=True)

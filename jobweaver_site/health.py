@@ -13,6 +13,7 @@ from django.db import connection, transaction
 from django.db.utils import DatabaseError
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET
+
 from jobweaver.core.kafka import broker_reachable
 from jobweaver.scheduler.flow import live_executors
 

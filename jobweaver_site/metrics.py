@@ -12,6 +12,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import HttpResponse
 from django.utils.crypto import constant_time_compare
+
 from jobweaver.core.metrics import exposition
 from jobweaver.scheduler.metrics import ClusterCollector
 

@@ -7,9 +7,10 @@ process refuses to start.
 
 from pathlib import Path
 
-import django
 import environ
 from django.core.exceptions import ImproperlyConfigured
+
+import jobweaver
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -31,27 +32,11 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
-    "rest_framework",
-    # The OpenAPI schema (/api/schema/) and Swagger UI (/api/docs/) served from our own static
-    # files (the sidecar), never a CDN.
-    "drf_spectacular",
-    "drf_spectacular_sidecar",
-    "django_celery_beat",
-    "jobweaver.accounts",
-    "jobweaver.jobs",
-    "jobweaver.scheduler",
-    "jobweaver.executor",
-    "jobweaver.outbox",
-    # Recurring jobs: cron or interval schedules that submit a job template at each slot.
-    "jobweaver.schedules",
-    # Django's Tasks API (ARCHITECTURE §13): the backend and the registry of runnable tasks,
-    # and the example tasks of the quick start. On Django 5.2 the backport's own app adds its
-    # system checks and log lines; Django 6 has them built in.
-    *(["django_tasks"] if django.VERSION < (6, 0) else []),
-    "jobweaver.tasks",
+    # JobWeaver's apps and what they need (DRF, the schema's sidecar files, django-celery-beat,
+    # the Tasks API backport on Django 5.2), as a host project lists them (ARCHITECTURE §14).
+    *jobweaver.INSTALLED_APPS,
+    # The example tasks of the quick start and the tests (not part of the library).
     "jobweaver_site.examples",
-    # The operator's cockpit: live dashboard, dead-letter desk, bulk actions (admin pages).
-    "jobweaver.dashboard",
 ]
 
 MIDDLEWARE = [
@@ -182,7 +167,7 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- Kafka ------------------------------------------------------------------------------------
-KAFKA_BOOTSTRAP_SERVERS = env.str("KAFKA_BOOTSTRAP_SERVERS", default="127.0.0.1:19092")
+JOBWEAVER_KAFKA_BOOTSTRAP_SERVERS = env.str("KAFKA_BOOTSTRAP_SERVERS", default="127.0.0.1:19092")
 JOBWEAVER_KAFKA_TOPIC_PREFIX = env.str("JOBWEAVER_KAFKA_TOPIC_PREFIX", default="")
 JOBWEAVER_RUN_JOB_PARTITIONS = env.int("JOBWEAVER_RUN_JOB_PARTITIONS", default=12)
 # Replicas of each topic the project creates (setup_kafka, the transport): 3 on a real cluster
@@ -304,7 +289,7 @@ JOBWEAVER_READYZ_DB_TIMEOUT_SECONDS = env.float("JOBWEAVER_READYZ_DB_TIMEOUT_SEC
 # names tasks may use (DEP 14 `queue_name`; recorded on the job, all served by the executors).
 TASKS = {
     "default": {
-        "BACKEND": "jobweaver.tasks.backend.JobWeaverBackend",
+        "BACKEND": "jobweaver.tasks.JobWeaverBackend",
         "QUEUES": env.list("JOBWEAVER_TASK_QUEUES", default=["default"]),
     }
 }
@@ -312,9 +297,7 @@ TASKS = {
 JOBWEAVER_TASK_MAX_PAYLOAD_BYTES = env.int("JOBWEAVER_TASK_MAX_PAYLOAD_BYTES", default=32 * 1024)
 JOBWEAVER_TASK_MAX_RESULT_BYTES = env.int("JOBWEAVER_TASK_MAX_RESULT_BYTES", default=256 * 1024)
 
-# --- Celery over Kafka: all wiring in jobweaver_site/celery.py --------------------------------
-# The URL names our transport; the full bootstrap list goes to the transport options.
-CELERY_BROKER_URL = f"jobweaver-kafka://{KAFKA_BOOTSTRAP_SERVERS.split(',')[0]}"
+# --- Workers: JobWeaver's own Celery app over Kafka (jobweaver/celery.py) ---------------------
 # SIGTERM: how long running attempts may still finish before they are released (run again).
 JOBWEAVER_SHUTDOWN_GRACE_SECONDS = env.float("JOBWEAVER_SHUTDOWN_GRACE_SECONDS", default=30)
 # Threads per executor process (the `threads` pool); prefetch equals this number.

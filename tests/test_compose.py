@@ -115,6 +115,8 @@ def _dry_run(command: list[str]) -> list[list[str]]:
         return [step for part in command[2].split("&&") for step in _dry_run(part.split())]
     if command[:3] == ["python", "-m", "jobweaver_site.workers"]:
         return [[sys.executable, *command[1:], "--dry-run"]]
+    if command[:4] == ["python", "manage.py", "jobweaver", "worker"]:
+        return [[sys.executable, *command[1:], "--dry-run"]]
     if command[:2] == ["python", "manage.py"]:
         return [[sys.executable, "manage.py", command[2], "--help"]]
     if command[0] == "gunicorn":

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+
 from jobweaver.accounts.models import ApiToken
 from jobweaver.accounts.services import api_tokens_revoke
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from jobweaver.accounts.services import api_token_authenticate
 from rest_framework import authentication, exceptions
+
+from jobweaver.accounts.services import api_token_authenticate
 
 
 class ApiTokenAuthentication(authentication.TokenAuthentication):

@@ -7,8 +7,9 @@ A plain hash suffices (no slow KDF): keys are 256 random bits, not guessable pas
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import models
+
+from jobweaver.conf import settings
 
 
 class ApiToken(models.Model):

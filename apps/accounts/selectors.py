@@ -14,11 +14,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.contrib.contenttypes.models import ContentType
 from django.db import connection
+
+from jobweaver.conf import settings
 
 MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
 

@@ -7,10 +7,11 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
+
 from jobweaver.accounts.models import ApiToken, SubmissionWindow
+from jobweaver.conf import settings
 from jobweaver.core.errors import InvalidRequest
 
 KEY_PREFIX = "jw_"

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import sys
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import OperationalError
+
+from jobweaver.conf import settings
 from jobweaver.core.db import lock_timed_out, statement_cancelled
 from jobweaver.core.errors import (
     Forbidden,

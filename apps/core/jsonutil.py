@@ -16,7 +16,7 @@ import json
 import re
 from typing import Any
 
-from django.conf import settings
+from jobweaver.conf import settings
 from jobweaver.core.errors import InvalidRequest
 
 # C0 controls except \t \n \r, DEL, C1 controls, and UTF-16 surrogates (lone ones only reach a

@@ -12,7 +12,8 @@ import threading
 
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from django.conf import settings
+
+from jobweaver.conf import settings
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ def topic_name(base: str) -> str:
 def common_config() -> dict:
     """What every Kafka client of the project is given: the brokers, and TLS/SASL if set."""
     return {
-        "bootstrap.servers": settings.KAFKA_BOOTSTRAP_SERVERS,
+        "bootstrap.servers": settings.JOBWEAVER_KAFKA_BOOTSTRAP_SERVERS,
         **settings.JOBWEAVER_KAFKA_CLIENT_CONFIG,
     }
 

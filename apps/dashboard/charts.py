@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
+
 from jobweaver.dashboard.selectors import MinuteBucket
 
 WIDTH, HEIGHT, LEFT, BOTTOM, TOP = 640, 160, 36, 18, 8

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
-from django.conf import settings
+
+from jobweaver.conf import settings
 from jobweaver.core.kafka import EVENT_TOPICS, RUN_JOB, SCHEDULER, common_config, topic_name
 
 logger = logging.getLogger(__name__)
@@ -130,7 +131,7 @@ _cached: dict[str, KafkaStatus] = {}
 
 def kafka_status() -> KafkaStatus:
     """The broker's view, at most CACHE_SECONDS old (per bootstrap servers and topic prefix)."""
-    key = f"{settings.KAFKA_BOOTSTRAP_SERVERS}|{settings.JOBWEAVER_KAFKA_TOPIC_PREFIX}"
+    key = f"{settings.JOBWEAVER_KAFKA_BOOTSTRAP_SERVERS}|{settings.JOBWEAVER_KAFKA_TOPIC_PREFIX}"
     with _lock:
         cached = _cached.get(key)
         if cached is not None and time.monotonic() - cached.checked_at < CACHE_SECONDS:

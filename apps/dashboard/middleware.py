@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import logging
 
-from django.conf import settings
 from django.contrib import admin
 from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
+
+from jobweaver.conf import settings
 from jobweaver.core.db import lock_timed_out, statement_cancelled
 
 logger = logging.getLogger(__name__)

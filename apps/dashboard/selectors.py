@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from django.db import connection
 from django.db.models import Count, Max, Min, Q, QuerySet
 from django.db.models.functions import Left
+
 from jobweaver.executor.models import AttemptOutcome, ExecutionAttempt
 from jobweaver.jobs.selectors import discarded_since_failure
 from jobweaver.scheduler.flow import live_executors

@@ -1,5 +1,6 @@
 from django.contrib import admin
 from django.urls import path
+
 from jobweaver.dashboard import views
 
 urlpatterns = [

@@ -16,6 +16,7 @@ from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
+
 from jobweaver.core.errors import InvalidRequest
 from jobweaver.core.timeutil import iso
 from jobweaver.dashboard.charts import throughput_svg

@@ -29,7 +29,7 @@ import uuid
 from datetime import datetime
 from typing import NamedTuple
 
-from django.conf import settings
+from jobweaver.conf import settings
 from jobweaver.core import metrics
 from jobweaver.core.db import assert_in_transaction, seconds
 from jobweaver.core.errors import InvalidStateTransition, JobNotFound

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from django.db import transaction
+
 from jobweaver.core import metrics
 from jobweaver.core.db import assert_in_transaction
 from jobweaver.core.errors import InvalidStateTransition

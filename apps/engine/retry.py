@@ -58,7 +58,7 @@ class RetryDecision:
 
 
 def policy_from_settings() -> RetryPolicy:
-    from django.conf import settings
+    from jobweaver.conf import settings
 
     return RetryPolicy(
         base_seconds=settings.JOBWEAVER_BACKOFF_BASE_SECONDS,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
+
 from jobweaver.core.admin_tools import ExactSearchMixin, ReadOnlyAdmin
 from jobweaver.executor.models import ExecutionAttempt
 

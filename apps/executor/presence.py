@@ -16,8 +16,9 @@ import threading
 import time
 
 from celery.worker import state as worker_state
-from django.conf import settings
 from django.db import connection
+
+from jobweaver.conf import settings
 from jobweaver.core import liveness
 from jobweaver.core.db import DATABASE_UNAVAILABLE
 from jobweaver.engine import executions

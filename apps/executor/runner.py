@@ -14,8 +14,9 @@ import threading
 import time
 import uuid
 
-from django.conf import settings
 from django.db import connection
+
+from jobweaver.conf import settings
 from jobweaver.core import metrics
 from jobweaver.core.db import DATABASE_UNAVAILABLE, retry_while_database_unavailable
 from jobweaver.core.host import host_name

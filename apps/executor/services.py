@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from django.db import transaction
+
 from jobweaver.engine import executions
 from jobweaver.engine.ledger import AttemptReport
 from jobweaver.scheduler.dispatch import dispatch_job_now

@@ -31,8 +31,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from django.conf import settings
 from django.db import connections
+
+from jobweaver.conf import settings
 from jobweaver.core.errors import InvalidRequest
 from jobweaver.executor.services import ClaimedAttempt
 from jobweaver.executor.steps import SLICE_SECONDS, StepContext, StepFailed

@@ -4,11 +4,12 @@ task twice is harmless because the runner fences on the event id."""
 import os
 import uuid
 
-from celery import shared_task
 from celery.exceptions import Reject
 from celery.signals import task_prerun, worker_ready, worker_shutting_down
-from django.conf import settings
 from django.db import close_old_connections, connection
+
+from jobweaver.celery import app
+from jobweaver.conf import settings
 from jobweaver.core.db import DATABASE_UNAVAILABLE
 from jobweaver.core.kafka import RUN_JOB, topic_name
 from jobweaver.core.logcontext import log_context
@@ -17,7 +18,7 @@ from jobweaver.executor.runner import attempt_execute
 from jobweaver.scheduler.dispatch import TRACE_HEADER
 
 
-@shared_task(name="jobweaver.executor.tasks.run_job", bind=True)
+@app.task(name="jobweaver.executor.tasks.run_job", bind=True)
 def run_job(self, job_id: str, event_id: str) -> str | None:
     # The dispatcher's trace header: log lines before the claim (a stale delivery) carry it too.
     trace_id = self.request.get(TRACE_HEADER)

@@ -31,6 +31,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme
+
 from jobweaver.core.admin_tools import ExactSearchMixin
 from jobweaver.core.errors import JobWeaverError
 from jobweaver.core.timeutil import iso

@@ -6,6 +6,7 @@ from django.contrib import messages
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.http import HttpRequest
+
 from jobweaver.jobs.models import Job
 from jobweaver.jobs.operations import BulkReport
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 from django import forms
-from django.conf import settings
+
+from jobweaver.conf import settings
 from jobweaver.core.errors import JobWeaverError
 from jobweaver.jobs.kinds import SIMULATION, all_kinds, kind_named
 from jobweaver.jobs.validation import JobSpec, parse_job_request

@@ -3,9 +3,10 @@ scheduler.JobExecution; its attempts in executor.ExecutionAttempt."""
 
 import uuid
 
-from django.conf import settings
 from django.db import models
 from django.db.models.functions import Now
+
+from jobweaver.conf import settings
 
 
 class JobType(models.TextChoices):

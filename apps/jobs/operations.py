@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from django.db import OperationalError, transaction
+
 from jobweaver.core.db import lock_timed_out
 from jobweaver.core.errors import InvalidStateTransition, JobNotFound
 from jobweaver.jobs.models import DeadLetterDiscard

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 
 from django.db import connection
 from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet
+
 from jobweaver.accounts.selectors import holds
 from jobweaver.core.errors import InvalidRequest, JobNotFound
 from jobweaver.executor.models import AttemptOutcome, ExecutionAttempt

@@ -9,9 +9,10 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.db import IntegrityError, connection, transaction
+
 from jobweaver.accounts.selectors import holds
+from jobweaver.conf import settings
 from jobweaver.core import metrics
 from jobweaver.core.db import DatabaseNow, assert_in_transaction, insert_rows, seconds
 from jobweaver.core.errors import Forbidden, IdempotencyConflict, InvalidRequest, QuotaExceeded

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.utils import timezone
+
+from jobweaver.conf import settings
 from jobweaver.core.errors import InvalidBatch, InvalidRequest
 from jobweaver.core.names import checked_key, checked_queue_name
 from jobweaver.jobs.checks import checked_int, checked_object, type_name

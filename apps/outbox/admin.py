@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.db.models import QuerySet
+
 from jobweaver.core.admin_tools import ReadOnlyAdmin
 from jobweaver.core.kafka import EVENT_TOPICS
 from jobweaver.outbox.models import OutboxEvent

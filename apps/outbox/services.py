@@ -17,6 +17,7 @@ import threading
 import time
 
 from django.db import connection, transaction
+
 from jobweaver.core.db import DATABASE_UNAVAILABLE
 from jobweaver.core.kafka import event_producer, topic_name
 from jobweaver.outbox.models import OutboxEvent

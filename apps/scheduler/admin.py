@@ -10,6 +10,7 @@ from django import forms
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
+
 from jobweaver.core.admin_tools import ExactSearchMixin, ReadOnlyAdmin
 from jobweaver.core.errors import InvalidRequest
 from jobweaver.scheduler.models import ConcurrencyLimit, JobExecution, Pause

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import transaction
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+from jobweaver.conf import settings
 from jobweaver.core.kafka import SCHEDULER, topic_name
 
 

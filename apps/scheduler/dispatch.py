@@ -23,9 +23,11 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import NamedTuple, Protocol
 
-from celery import current_app
-from django.conf import settings
 from django.db import transaction
+
+import kombu_kafka
+from jobweaver.celery import app
+from jobweaver.conf import settings
 from jobweaver.core import metrics
 from jobweaver.core.kafka import RUN_JOB, event_producer, topic_name
 from jobweaver.core.logcontext import log_context
@@ -33,8 +35,6 @@ from jobweaver.engine import claim, executions
 from jobweaver.engine.claim import credits as claim_credits
 from jobweaver.engine.claim import rules as claim_rules
 from jobweaver.scheduler import run_job_message
-
-import kombu_kafka
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def celery_publisher(messages: list[Delivery]) -> None:
     """One run_job Celery message per delivery over Kafka, on its executor's partition (keyed
     by job id when it has none), confirmed by the broker as one batch."""
     queue = topic_name(RUN_JOB)
-    with current_app.producer_or_acquire() as producer:
+    with app.producer_or_acquire() as producer:
         channel = producer.channel
         for delivery in messages:
             job_id, event_id, partition = delivery
@@ -102,7 +102,7 @@ def warm_up_publisher() -> None:
     publish (a Kafka connection takes a few hundred milliseconds); best effort. Run it in a
     thread of its own: it takes about PRODUCER_ID_WAIT_SECONDS."""
     try:
-        with current_app.producer_or_acquire() as producer:
+        with app.producer_or_acquire() as producer:
             # Declaring the queue creates the channel's Kafka clients and learns the topic.
             producer.channel.queue_declare(queue=topic_name(RUN_JOB))
             kafka_producer = producer.channel.producer

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 
-from django.conf import settings
 from django.db import connection
+
+from jobweaver.conf import settings
 from jobweaver.engine.claim import notify_dispatch
 from jobweaver.scheduler.models import ExecutorRegistration
 

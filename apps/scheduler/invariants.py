@@ -35,7 +35,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import (
     CharField,
@@ -52,6 +51,8 @@ from django.db.models import (
 )
 from django.db.models.functions import Cast, Lag
 from django.utils import timezone
+
+from jobweaver.conf import settings
 from jobweaver.core.kafka import JOB_CREATED, JOB_DEAD_LETTER, JOB_FAILED
 from jobweaver.core.timeutil import iso
 from jobweaver.executor.models import AttemptOutcome, ExecutionAttempt

@@ -16,14 +16,14 @@ from confluent_kafka import KafkaException
 from django.db import connection, transaction
 from django.db.models import Count
 from django.db.utils import DatabaseError
-from jobweaver.core.kafka import RUN_JOB, SCHEDULER, common_config, topic_name
-from jobweaver.engine.claim import credits as claim_credits
-from jobweaver.scheduler import flow
-from jobweaver.scheduler.models import ExecutionStatus, JobExecution
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 import kombu_kafka
+from jobweaver.core.kafka import RUN_JOB, SCHEDULER, common_config, topic_name
+from jobweaver.engine.claim import credits as claim_credits
+from jobweaver.scheduler import flow
+from jobweaver.scheduler.models import ExecutionStatus, JobExecution
 
 logger = logging.getLogger(__name__)
 

@@ -2,8 +2,9 @@
 
 import uuid
 
-from django.conf import settings
 from django.db import models
+
+from jobweaver.conf import settings
 
 
 class ExecutionStatus(models.TextChoices):

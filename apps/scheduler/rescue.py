@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from django.db import transaction
+
 from jobweaver.core import metrics
 from jobweaver.core.db import drain_in_batches
 from jobweaver.core.logcontext import log_context

@@ -24,8 +24,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.db import connection, models, transaction
+
+from jobweaver.conf import settings
 from jobweaver.jobs.models import Job
 from jobweaver.outbox.models import OutboxEvent
 from jobweaver.scheduler.models import ExecutionStatus, JobExecution

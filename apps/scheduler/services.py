@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 
 from django.db import transaction
+
 from jobweaver.core.db import DatabaseNow
 from jobweaver.core.errors import InvalidRequest
 from jobweaver.core.names import checked_key, checked_queue_name

@@ -3,27 +3,28 @@
 import os
 import threading
 
-from celery import shared_task
 from celery.signals import worker_ready
+
+from jobweaver.celery import app
 from jobweaver.scheduler import wakeup
 from jobweaver.scheduler.dispatch import dispatch_due_jobs, warm_up_publisher
 from jobweaver.scheduler.rescue import rescue_expired_leases
 from jobweaver.scheduler.retention import retention_prune
 
 
-@shared_task(name="jobweaver.scheduler.tasks.dispatch_due_jobs")
+@app.task(name="jobweaver.scheduler.tasks.dispatch_due_jobs")
 def dispatch_due_jobs_task() -> int:
     """Every JOBWEAVER_DISPATCH_INTERVAL_SECONDS: send what is due."""
     return len(dispatch_due_jobs())
 
 
-@shared_task(name="jobweaver.scheduler.tasks.rescue_expired_leases")
+@app.task(name="jobweaver.scheduler.tasks.rescue_expired_leases")
 def rescue_expired_leases_task() -> int:
     """Every JOBWEAVER_RESCUE_INTERVAL_SECONDS: move on executions whose worker was lost."""
     return len(rescue_expired_leases())
 
 
-@shared_task(name="jobweaver.scheduler.tasks.prune_finished_work")
+@app.task(name="jobweaver.scheduler.tasks.prune_finished_work")
 def prune_finished_work_task() -> dict[str, int]:
     """Every JOBWEAVER_PRUNE_INTERVAL_SECONDS: delete finished work past its retention."""
     return retention_prune()

@@ -19,8 +19,9 @@ import threading
 import time
 
 import psycopg
-from django.conf import settings
 from django.db import connection
+
+from jobweaver.conf import settings
 from jobweaver.engine.claim import DISPATCH_CHANNEL
 from jobweaver.scheduler.dispatch import dispatch_due_jobs
 from jobweaver.scheduler.models import ExecutionStatus, JobExecution, status_literal

@@ -10,6 +10,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
+
 from jobweaver.core.errors import JobWeaverError
 from jobweaver.schedules.models import Schedule
 from jobweaver.schedules.services import (

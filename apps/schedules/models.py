@@ -3,8 +3,9 @@ slots.py) through the normal submission service."""
 
 import uuid
 
-from django.conf import settings
 from django.db import models
+
+from jobweaver.conf import settings
 from jobweaver.schedules import slots
 
 

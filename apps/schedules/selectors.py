@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from django.db.models import QuerySet
+
 from jobweaver.accounts.selectors import holds
 from jobweaver.core.errors import JobNotFound
 from jobweaver.core.timeutil import iso

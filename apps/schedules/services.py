@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+
 from jobweaver.accounts.selectors import holds
+from jobweaver.conf import settings
 from jobweaver.core.errors import Forbidden, IdempotencyConflict, InvalidRequest, QuotaExceeded
 from jobweaver.jobs.services import HIGH_PRIORITY, job_submit
 from jobweaver.jobs.validation import JobSpec

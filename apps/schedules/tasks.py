@@ -1,10 +1,10 @@
 """Beat-driven task of recurring jobs. Thin: it calls the service."""
 
-from celery import shared_task
+from jobweaver.celery import app
 from jobweaver.schedules.services import schedules_fire
 
 
-@shared_task(name="jobweaver.schedules.tasks.fire_schedules")
+@app.task(name="jobweaver.schedules.tasks.fire_schedules")
 def fire_schedules() -> int:
     """Every JOBWEAVER_SCHEDULES_INTERVAL_SECONDS: submit the jobs of the due slots. Two beats,
     or a redelivered tick, submit each slot once (apps/schedules/services.py)."""

@@ -1,0 +1,19 @@
+"""Django's Tasks API over JobWeaver (ARCHITECTURE §13):
+
+    TASKS = {"default": {"BACKEND": "jobweaver.tasks.JobWeaverBackend"}}
+
+Exported lazily: importing this package (as Django does to find the backend) imports no model.
+"""
+
+from __future__ import annotations
+
+_LAZY = {"JobWeaverBackend": "jobweaver.tasks.backend"}
+
+
+def __getattr__(name: str):
+    # A module __getattr__ (PEP 562): the backend module imports models, so it loads on use.
+    if name in _LAZY:
+        from importlib import import_module
+
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

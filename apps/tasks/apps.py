@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+
 from jobweaver.jobs.python_tasks.registry import registry_build
 
 

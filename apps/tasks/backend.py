@@ -22,9 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.utils.version import PY311
+
+from jobweaver.conf import settings
 from jobweaver.core.errors import InvalidRequest, JobNotFound
 from jobweaver.jobs.kinds import TASK, kind_of
 from jobweaver.jobs.python_tasks import priority

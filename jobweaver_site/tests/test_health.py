@@ -31,7 +31,7 @@ def test_readyz_reports_postgresql_and_kafka(client):
 
 @pytest.mark.django_db
 def test_readyz_is_503_when_kafka_is_unreachable(client, settings):
-    settings.KAFKA_BOOTSTRAP_SERVERS = "127.0.0.1:1"
+    settings.JOBWEAVER_KAFKA_BOOTSTRAP_SERVERS = "127.0.0.1:1"
     settings.JOBWEAVER_READYZ_KAFKA_CACHE_SECONDS = 0  # no probe result from an earlier test
     response = client.get("/readyz")
     assert response.status_code == 503

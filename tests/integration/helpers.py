@@ -8,12 +8,12 @@ import uuid
 from datetime import timedelta
 
 from django.utils import timezone
+from rest_framework.test import APIClient
+
 from jobweaver.accounts.tests.helpers import SUBMITTER, make_user, token_for
 from jobweaver.executor.models import ExecutionAttempt
 from jobweaver.scheduler.dispatch import dispatch_due_jobs
 from jobweaver.scheduler.models import JobExecution
-from rest_framework.test import APIClient
-
 from tests.stack import wait_for
 
 TERMINAL = {"COMPLETED", "FAILED", "CANCELLED"}

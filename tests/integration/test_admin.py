@@ -8,11 +8,11 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
+
 from jobweaver.executor.models import ExecutionAttempt
 from jobweaver.jobs.services import job_submit
 from jobweaver.jobs.validation import parse_job_request
 from jobweaver.scheduler.models import JobExecution
-
 from tests.stack import wait_for
 
 pytestmark = pytest.mark.integration

@@ -11,8 +11,8 @@ from datetime import timedelta
 import pytest
 from django.conf import settings
 from django.utils import timezone
-from jobweaver.scheduler.models import JobExecution
 
+from jobweaver.scheduler.models import JobExecution
 from tests.integration.helpers import (
     assert_invariants,
     attempts_of,

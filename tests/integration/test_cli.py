@@ -10,10 +10,10 @@ import sys
 import uuid
 
 import pytest
+
 from jobweaver.executor.models import ExecutionAttempt
 from jobweaver.jobs.models import Job
 from jobweaver.scheduler.models import JobExecution
-
 from tests.stack import ROOT, child_environment
 
 pytestmark = [pytest.mark.integration]

@@ -21,10 +21,10 @@ from django.contrib.staticfiles.handlers import StaticFilesHandler
 from django.test import override_settings
 from django.test.testcases import LiveServerThread
 from django.utils import timezone
+
 from jobweaver.jobs.services import job_submit
 from jobweaver.jobs.validation import parse_job_request
 from jobweaver.scheduler.models import JobExecution
-
 from tests.stack import skip_or_fail_without, wait_for
 
 webdriver = pytest.importorskip("selenium.webdriver")

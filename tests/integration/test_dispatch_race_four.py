@@ -12,12 +12,12 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 from django.utils import timezone
+
 from jobweaver.executor.models import ExecutionAttempt
 from jobweaver.jobs.services import job_submit
 from jobweaver.jobs.validation import parse_job_request
 from jobweaver.scheduler.dispatch import celery_publisher
 from jobweaver.scheduler.models import JobExecution
-
 from tests.integration.helpers import assert_invariants, dispatch_until_done, live_executors
 from tests.stack import wait_for
 

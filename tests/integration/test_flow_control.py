@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, Producer
 from django.conf import settings
 from django.db import connection
 from django.db.models import Max
+
 from jobweaver.core.kafka import RUN_JOB, common_config, topic_name
 from jobweaver.executor.models import ExecutionAttempt
 from jobweaver.jobs.models import Job
@@ -25,7 +26,6 @@ from jobweaver.jobs.services import job_cancel, job_submit
 from jobweaver.jobs.validation import parse_job_request
 from jobweaver.scheduler import flow
 from jobweaver.scheduler.models import JobExecution
-
 from tests.integration.helpers import assert_invariants, worker_pid
 from tests.stack import child_environment, wait_for
 

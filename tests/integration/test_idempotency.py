@@ -10,12 +10,12 @@ from collections import Counter
 
 import pytest
 from django.db import connection
+from rest_framework.test import APIClient
+
 from jobweaver.accounts.tests.helpers import SUBMITTER, make_user, token_for
 from jobweaver.executor.models import ExecutionAttempt
 from jobweaver.jobs.models import Job
 from jobweaver.outbox.models import OutboxEvent
-from rest_framework.test import APIClient
-
 from tests.integration.helpers import assert_invariants, wait_for_status
 
 pytestmark = [pytest.mark.integration]

@@ -10,8 +10,8 @@ import time
 
 import pytest
 from django.db import connection
-from jobweaver.scheduler.models import JobExecution
 
+from jobweaver.scheduler.models import JobExecution
 from tests.integration.test_scaling import (
     assert_each_job_succeeded_once,
     ensure_executors,

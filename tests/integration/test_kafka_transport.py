@@ -26,7 +26,7 @@ def fresh_queue() -> str:
 
 
 def connection(**options) -> Connection:
-    host, port = settings.KAFKA_BOOTSTRAP_SERVERS.split(",")[0].rsplit(":", 1)
+    host, port = settings.JOBWEAVER_KAFKA_BOOTSTRAP_SERVERS.split(",")[0].rsplit(":", 1)
     return Connection(hostname=host, port=int(port), transport=Transport, transport_options=options)
 
 
@@ -45,7 +45,9 @@ def publish(queue_name: str, bodies: list[str]) -> None:
 
 
 def committed_offset(group: str, queue_name: str) -> int:
-    consumer = Consumer({"bootstrap.servers": settings.KAFKA_BOOTSTRAP_SERVERS, "group.id": group})
+    consumer = Consumer(
+        {"bootstrap.servers": settings.JOBWEAVER_KAFKA_BOOTSTRAP_SERVERS, "group.id": group}
+    )
     try:
         [tp] = consumer.committed([TopicPartition(queue_name, 0)], timeout=10)
         return tp.offset
@@ -55,7 +57,13 @@ def committed_offset(group: str, queue_name: str) -> int:
 
 def probe(*args: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.transport_probe", settings.KAFKA_BOOTSTRAP_SERVERS, *args],
+        [
+            sys.executable,
+            "-m",
+            "tests.transport_probe",
+            settings.JOBWEAVER_KAFKA_BOOTSTRAP_SERVERS,
+            *args,
+        ],
         cwd=ROOT,
         env=child_environment(),
         stdout=subprocess.PIPE,

@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.integration]
 
 
 def bootstrap() -> str:
-    return settings.KAFKA_BOOTSTRAP_SERVERS
+    return settings.JOBWEAVER_KAFKA_BOOTSTRAP_SERVERS
 
 
 class BrokerRival:

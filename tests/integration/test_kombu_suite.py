@@ -33,7 +33,7 @@ def test_kombus_kafka_suite_passes_except_fanout(tmp_path):
     }
     env.update(
         PYTHONPATH=str(ROOT),
-        KOMBU_SUITE_BOOTSTRAP=settings.KAFKA_BOOTSTRAP_SERVERS.split(",")[0],
+        KOMBU_SUITE_BOOTSTRAP=settings.JOBWEAVER_KAFKA_BOOTSTRAP_SERVERS.split(",")[0],
         KOMBU_SUITE_TOPIC_PREFIX=(
             f"{settings.JOBWEAVER_KAFKA_TOPIC_PREFIX}kombu-suite-{uuid.uuid4().hex[:8]}-"
         ),

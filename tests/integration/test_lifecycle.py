@@ -10,8 +10,8 @@ import uuid
 import pytest
 from confluent_kafka import Consumer
 from django.conf import settings
-from jobweaver.core.kafka import JOB_DEAD_LETTER, common_config, topic_name
 
+from jobweaver.core.kafka import JOB_DEAD_LETTER, common_config, topic_name
 from tests.integration.helpers import (
     attempts_of,
     submit,

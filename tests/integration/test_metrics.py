@@ -10,9 +10,9 @@ import urllib.request
 
 import pytest
 from django.test import Client
-from jobweaver.core.kafka import RUN_JOB, topic_name
 from prometheus_client.parser import text_string_to_metric_families
 
+from jobweaver.core.kafka import RUN_JOB, topic_name
 from tests.integration.helpers import submit, token_client, wait_for_status
 from tests.stack import wait_for
 

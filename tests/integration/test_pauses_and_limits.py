@@ -18,6 +18,7 @@ import pytest
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Max
+
 from jobweaver.engine.claim.rules import RATE_WINDOW_SECONDS
 from jobweaver.executor.models import ExecutionAttempt
 from jobweaver.jobs.services import job_submit_batch
@@ -32,7 +33,6 @@ from jobweaver.scheduler.services import (
     queue_pause,
     queue_resume,
 )
-
 from tests.integration.helpers import assert_invariants, live_executors, worker_pid
 from tests.stack import wait_for
 

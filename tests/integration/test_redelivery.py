@@ -13,10 +13,10 @@ from datetime import timedelta
 import pytest
 from django.conf import settings
 from django.utils import timezone
+
 from jobweaver.scheduler.dispatch import Delivery, celery_publisher, dispatch_due_jobs
 from jobweaver.scheduler.models import JobExecution
 from jobweaver.scheduler.rescue import rescue_expired_leases
-
 from tests.integration.helpers import (
     assert_invariants,
     attempts_of,

@@ -7,11 +7,11 @@ import signal
 
 import pytest
 from django.db.models import Count
+
 from jobweaver.executor.models import ExecutionAttempt
 from jobweaver.jobs.services import job_submit_batch
 from jobweaver.jobs.validation import parse_job_request
 from jobweaver.scheduler.models import JobExecution
-
 from tests.integration.helpers import assert_invariants
 from tests.stack import wait_for
 

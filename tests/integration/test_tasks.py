@@ -13,14 +13,14 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from django.contrib.auth import get_user_model
 from django.utils import timezone
+from rest_framework.test import APIClient
+
 from jobweaver.core.kafka import JOB_DEAD_LETTER, common_config, topic_name
 from jobweaver.executor.models import ExecutionAttempt
 from jobweaver.jobs.models import Job
 from jobweaver.jobs.python_tasks.compat import TaskResultStatus, task_enqueued
 from jobweaver.jobs.python_tasks.exceptions import TaskTimedOut
 from jobweaver.scheduler.models import JobExecution
-from rest_framework.test import APIClient
-
 from jobweaver_site.examples.tasks import add, always_fails, flaky, sleep
 from tests.integration.helpers import (
     assert_invariants,

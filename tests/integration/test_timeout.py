@@ -4,9 +4,9 @@ error, and the failure follows the retry policy like any other."""
 from __future__ import annotations
 
 import pytest
+
 from jobweaver.outbox.models import OutboxEvent
 from jobweaver.scheduler.models import JobExecution
-
 from tests.integration.helpers import (
     assert_invariants,
     attempts_of,

@@ -14,9 +14,9 @@ from datetime import timedelta
 import pytest
 from confluent_kafka import Consumer
 from django.utils import timezone
+
 from jobweaver.core.kafka import JOB_COMPLETED, RUN_JOB, common_config, topic_name
 from jobweaver.core.logcontext import ContextFilter, JsonFormatter
-
 from tests.integration.helpers import token_client, wait_for_status
 from tests.stack import wait_for
 

@@ -15,9 +15,9 @@ import signal
 import pytest
 from django.conf import settings
 from django.utils import timezone
+
 from jobweaver.executor.models import ExecutionAttempt
 from jobweaver.scheduler.models import JobExecution
-
 from tests.integration.helpers import (
     assert_invariants,
     attempts_of,

@@ -11,6 +11,7 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
+
 from jobweaver.core.commands import EXIT_BAD_INPUT, EXIT_FAILED, CommandExit, JobWeaverCommand
 from jobweaver.core.errors import (
     IdempotencyConflict,

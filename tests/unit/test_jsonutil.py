@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pytest
+
 from jobweaver.core.errors import InvalidRequest
 from jobweaver.core.jsonutil import loads_strict
 

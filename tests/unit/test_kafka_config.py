@@ -4,7 +4,7 @@ from jobweaver.core.kafka import common_config
 
 
 def test_security_settings_join_the_bootstrap_servers(settings):
-    settings.KAFKA_BOOTSTRAP_SERVERS = "broker-1:9093,broker-2:9093"
+    settings.JOBWEAVER_KAFKA_BOOTSTRAP_SERVERS = "broker-1:9093,broker-2:9093"
     settings.JOBWEAVER_KAFKA_CLIENT_CONFIG = {
         "security.protocol": "SASL_SSL",
         "sasl.mechanism": "SCRAM-SHA-512",

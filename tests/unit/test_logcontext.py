@@ -8,6 +8,7 @@ import logging
 import threading
 
 import pytest
+
 from jobweaver.core.logcontext import (
     ContextFilter,
     JsonFormatter,

@@ -6,6 +6,7 @@ import uuid
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
+
 from jobweaver.accounts.services import api_token_create
 
 # What a client that submits and manages its own jobs holds (ARCHITECTURE §8).

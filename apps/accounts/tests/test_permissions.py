@@ -9,6 +9,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+
 from jobweaver.accounts.selectors import missing_permissions
 from jobweaver.accounts.tests.helpers import make_user
 

@@ -12,12 +12,13 @@ from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
+from rest_framework.test import APIClient
+
 from jobweaver.accounts.management.commands.create_api_token import Command as CreateApiToken
 from jobweaver.accounts.models import ApiToken
 from jobweaver.accounts.services import api_token_create, api_token_rotate, api_tokens_revoke
 from jobweaver.accounts.tests.helpers import SUBMITTER, make_user
 from jobweaver.jobs.tests.api_helpers import assert_error_body
-from rest_framework.test import APIClient
 
 pytestmark = pytest.mark.django_db
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.utils import timezone
+
 from jobweaver.executor.services import attempt_finish, attempt_start
 from jobweaver.jobs.models import Job
 from jobweaver.scheduler.tests.factories import dispatched, execution_of, submitted_job

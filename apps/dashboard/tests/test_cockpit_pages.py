@@ -10,6 +10,7 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.urls import reverse
+
 from jobweaver.dashboard.tests.helpers import (
     dead_letter,
     execution_of,

@@ -11,10 +11,10 @@ from unittest import mock
 import pytest
 from django.db import OperationalError
 from django.urls import reverse
+
 from jobweaver.engine.claim import DISPATCH_LOCK_KEY
 from jobweaver.scheduler.models import ConcurrencyLimit, Pause
 from jobweaver.scheduler.services import concurrency_limit_set
-
 from tests.sessions import held_by_another_session
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -12,6 +12,7 @@ from django.contrib.auth.models import Permission
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+
 from jobweaver.dashboard.tests.helpers import (
     dead_letter,
     delayed_job,

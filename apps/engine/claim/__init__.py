@@ -14,7 +14,7 @@ import uuid
 from datetime import datetime
 from typing import NamedTuple
 
-from django.conf import settings
+from jobweaver.conf import settings
 from jobweaver.core.db import assert_in_transaction
 from jobweaver.engine.claim.rules import NO_RULES, DispatchRules
 from jobweaver.engine.mover import move_set

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from django.conf import settings
+from jobweaver.conf import settings
 from jobweaver.core.db import assert_in_transaction
 from jobweaver.core.kafka import RUN_JOB, topic_name
 from jobweaver.engine.store import claim as claim_rows

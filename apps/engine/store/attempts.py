@@ -8,6 +8,7 @@ import functools
 import uuid
 
 from django.db import connection
+
 from jobweaver.core.db import (
     default_literal,
     this_connection,

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Protocol
 
 from django.db import connection
+
 from jobweaver.engine.store import named
 from jobweaver.engine.store.executions import _moving
 from jobweaver.engine.transitions import Transition

@@ -6,6 +6,7 @@ import functools
 import json
 
 from django.db import connection
+
 from jobweaver.core.db import default_literal, insert_row
 from jobweaver.engine.events import Event, Kind
 from jobweaver.engine.store import named

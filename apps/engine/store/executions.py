@@ -22,6 +22,7 @@ from functools import cache, lru_cache
 
 from django.db import connection
 from django.utils import timezone
+
 from jobweaver.core.db import DatabaseNow, update_rows
 from jobweaver.engine.events import JOB_COMPLETED
 from jobweaver.engine.store import attempts, named

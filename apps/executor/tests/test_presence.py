@@ -8,9 +8,9 @@ from contextlib import contextmanager
 
 import pytest
 from django.test import override_settings
+
 from jobweaver.executor.presence import NEW_PARTITION_SETTLE_SECONDS, Presence
 from jobweaver.scheduler.models import ExecutorRegistration
-
 from tests.stack import wait_for
 
 # Not the run-job queue: the session's dispatcher must never count this executor's credits.

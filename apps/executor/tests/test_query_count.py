@@ -8,6 +8,7 @@ import uuid
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+
 from jobweaver.executor.runner import attempt_execute
 from jobweaver.scheduler.dispatch import dispatch_due_jobs
 from jobweaver.scheduler.tests.factories import execution_of, live_executor, submitted_job
@@ -49,6 +50,7 @@ def test_a_run_job_task_sends_no_health_check_first():
     wrapper); run_job skips it (apps/executor/tasks.py), other tasks keep it."""
     from celery import current_app
     from celery.signals import task_prerun
+
     from jobweaver.executor.tasks import run_job
     from jobweaver.scheduler.tasks import dispatch_due_jobs_task
 

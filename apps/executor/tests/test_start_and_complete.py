@@ -10,6 +10,7 @@ from datetime import timedelta
 
 import pytest
 from django.conf import settings
+
 from jobweaver.core.kafka import JOB_COMPLETED
 from jobweaver.core.timeutil import iso
 from jobweaver.executor.models import ExecutionAttempt

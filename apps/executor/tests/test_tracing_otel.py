@@ -6,15 +6,16 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
 from jobweaver.core import tracing
 from jobweaver.executor.runner import attempt_execute
 from jobweaver.jobs.models import Job
 from jobweaver.scheduler.dispatch import dispatch_due_jobs
 from jobweaver.scheduler.tests.factories import live_executor, make_due, submitted_job
-from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

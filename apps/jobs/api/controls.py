@@ -16,8 +16,12 @@ scheduler.change_concurrencylimit (staff status grants nothing).
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
 from jobweaver.core.errors import InvalidRequest, JobNotFound
 from jobweaver.jobs.api import schema
+from jobweaver.jobs.api.base import JobWeaverAPIView
 from jobweaver.jobs.api.permissions import HasOperationPermission
 from jobweaver.jobs.api.reading import no_query_parameters, read_json_body
 from jobweaver.scheduler.selectors import (
@@ -32,9 +36,6 @@ from jobweaver.scheduler.services import (
     queue_pause_ensure,
     queue_resume,
 )
-from rest_framework.request import Request
-from rest_framework.response import Response
-from rest_framework.views import APIView
 
 CHANGE_PAUSE = ("jobweaver_scheduler.change_pause",)
 CHANGE_LIMIT = ("jobweaver_scheduler.change_concurrencylimit",)
@@ -55,7 +56,7 @@ def _fields(body, allowed: set[str], required: set[str] = frozenset()) -> dict:
     return body
 
 
-class ControlView(APIView):
+class ControlView(JobWeaverAPIView):
     permission_classes = [HasOperationPermission]
     required_permissions: dict[str, tuple[str, ...]] = {}
 

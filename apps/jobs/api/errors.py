@@ -10,11 +10,12 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
 from django.utils import timezone
+from rest_framework import exceptions as drf
+from rest_framework.response import Response
+
 from jobweaver.core.db import lock_timed_out, statement_cancelled
 from jobweaver.core.errors import InvalidBatch, JobWeaverError
 from jobweaver.core.timeutil import iso
-from rest_framework import exceptions as drf
-from rest_framework.response import Response
 
 logger = logging.getLogger(__name__)
 

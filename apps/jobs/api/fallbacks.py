@@ -9,6 +9,7 @@ import logging
 from django.http import JsonResponse
 from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
+
 from jobweaver.jobs.api.errors import error_body
 from jobweaver.jobs.api.middleware import API_PREFIX
 

@@ -5,8 +5,9 @@ confirm that it exists). Staff status grants nothing here: only permissions do."
 
 from __future__ import annotations
 
-from jobweaver.accounts.selectors import missing_permissions
 from rest_framework.permissions import BasePermission
+
+from jobweaver.accounts.selectors import missing_permissions
 
 
 class HasOperationPermission(BasePermission):

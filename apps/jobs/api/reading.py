@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import re
 
-from django.conf import settings
+from rest_framework.request import Request
+
+from jobweaver.conf import settings
 from jobweaver.core.errors import InvalidRequest, PayloadTooLarge
 from jobweaver.core.jsonutil import loads_strict
-from rest_framework.request import Request
 
 DIGITS = re.compile(r"^[0-9]{1,9}$")
 

@@ -9,15 +9,16 @@ in apps/jobs/kinds/simulation.py), and the schemathesis test
 
 from __future__ import annotations
 
-from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, PolymorphicProxySerializer
+from rest_framework import serializers
+
+from jobweaver.conf import settings
 from jobweaver.core import names
 from jobweaver.jobs import validation
 from jobweaver.jobs.kinds import all_kinds
 from jobweaver.scheduler.models import ExecutionStatus
 from jobweaver.scheduler.services import MAX_LIMIT_VALUE
-from rest_framework import serializers
 
 STATUSES = ExecutionStatus.values
 

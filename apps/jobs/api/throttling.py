@@ -6,8 +6,9 @@ user can queue (apps/jobs/services.py)."""
 
 from __future__ import annotations
 
-from jobweaver.accounts.services import submission_throttle_hit
 from rest_framework.throttling import BaseThrottle
+
+from jobweaver.accounts.services import submission_throttle_hit
 
 
 class SubmissionThrottle(BaseThrottle):

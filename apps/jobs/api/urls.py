@@ -1,4 +1,5 @@
 from django.urls import path, register_converter
+
 from jobweaver.jobs.api import controls, views
 
 

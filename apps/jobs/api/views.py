@@ -5,12 +5,16 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime
 
-from django.conf import settings
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from jobweaver.conf import settings
 from jobweaver.core.errors import InvalidRequest
 from jobweaver.jobs.api import schema
+from jobweaver.jobs.api.base import JobWeaverAPIView
 from jobweaver.jobs.api.permissions import HasOperationPermission
 from jobweaver.jobs.api.reading import DIGITS, read_json_body
 from jobweaver.jobs.api.throttling import SubmissionThrottle
@@ -32,9 +36,6 @@ from jobweaver.jobs.services import (
     job_submit_batch,
 )
 from jobweaver.jobs.validation import parse_batch_request, parse_job_request
-from rest_framework.request import Request
-from rest_framework.response import Response
-from rest_framework.views import APIView
 
 # ASCII digits only: str.isdigit() accepts "²", which int() refuses.
 MAX_PAGE = 10_000_000
@@ -119,7 +120,7 @@ ADD_JOB = ("jobweaver_jobs.add_job",)
 CHANGE_JOB = ("jobweaver_jobs.change_job",)
 
 
-class JobView(APIView):
+class JobView(JobWeaverAPIView):
     permission_classes = [HasOperationPermission]
     required_permissions: dict[str, tuple[str, ...]] = {}
 
@@ -191,6 +192,7 @@ class JobListCreateView(JobView):
 
 
 class JobBatchView(JobView):
+    body_limit_setting = "JOBWEAVER_MAX_BATCH_REQUEST_BYTES"
     required_permissions = {"POST": ADD_JOB}
     throttle_classes = [SubmissionThrottle]
 

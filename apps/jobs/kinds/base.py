@@ -7,10 +7,11 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from django import forms
+from rest_framework import serializers
+
 from jobweaver.executor.models import ExecutionAttempt
 from jobweaver.jobs.models import Job
 from jobweaver.scheduler.models import JobExecution
-from rest_framework import serializers
 
 # The admin form's JSON reader: the text of one field, decoded, or a form error naming it.
 ReadJson = Callable[[str, str], Any]

@@ -8,14 +8,15 @@ from typing import Any
 from urllib.parse import urlparse
 
 from django import forms
-from django.conf import settings
 from drf_spectacular.utils import PolymorphicProxySerializer
+from rest_framework import serializers
+
+from jobweaver.conf import settings
 from jobweaver.core.errors import InvalidRequest
 from jobweaver.executor.models import ExecutionAttempt
 from jobweaver.jobs.checks import checked_bool, checked_int, checked_object, checked_str, type_name
 from jobweaver.jobs.kinds.base import JobKind, ReadJson
 from jobweaver.jobs.models import Job, JobType
-from rest_framework import serializers
 
 MAX_DURATION_MS = 600_000
 MAX_ITERATIONS = 100_000_000

@@ -9,6 +9,7 @@ from typing import Any
 
 from django import forms
 from django.utils.html import format_html
+
 from jobweaver.executor.models import AttemptOutcome, ExecutionAttempt
 from jobweaver.jobs.kinds.base import JobKind, ReadJson
 from jobweaver.jobs.models import Job, JobType

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.utils.version import PY311
+
 from jobweaver.jobs.python_tasks.compat import TaskContext
 
 

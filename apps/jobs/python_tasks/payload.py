@@ -16,7 +16,7 @@ import math
 import re
 from typing import Any
 
-from django.conf import settings
+from jobweaver.conf import settings
 from jobweaver.core.errors import InvalidRequest
 from jobweaver.jobs.python_tasks.registry import registry_get
 

@@ -16,6 +16,7 @@ import importlib.util
 import logging
 
 from django.apps import apps
+
 from jobweaver.jobs.python_tasks.compat import TASK_CLASSES, Task
 
 logger = logging.getLogger(__name__)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from rest_framework.test import APIClient
+
 from jobweaver.accounts.tests.helpers import SUBMITTER
 from jobweaver.accounts.tests.helpers import make_user as _make_user
 from jobweaver.jobs.models import Job
 from jobweaver.outbox.models import OutboxEvent
 from jobweaver.scheduler.models import JobExecution
-from rest_framework.test import APIClient
 
 
 def api_client(username: str, *permissions: str, **extra) -> APIClient:

@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from rest_framework.test import APIClient
+
 from jobweaver.accounts.tests.helpers import SUBMITTER, make_user, token_for
 from jobweaver.jobs.tests.api_helpers import api_client, assert_error_body, counts
 from jobweaver.scheduler.models import JobExecution
-from rest_framework.test import APIClient
 
 pytestmark = pytest.mark.django_db
 

@@ -19,9 +19,10 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+from rest_framework.test import APIClient
+
 from jobweaver.accounts.tests.helpers import SUBMITTER, make_user, token_for
 from jobweaver.jobs.tests.api_helpers import assert_error_body, counts
-from rest_framework.test import APIClient
 
 pytestmark = pytest.mark.django_db
 

@@ -9,11 +9,12 @@ import uuid
 from urllib.parse import quote
 
 import pytest
+from rest_framework.test import APIClient
+
 from jobweaver.jobs.tests.api_helpers import api_client, assert_error_body
 from jobweaver.scheduler.dispatch import dispatch_due_jobs
 from jobweaver.scheduler.models import ConcurrencyLimit, ExecutionStatus, Pause
 from jobweaver.scheduler.tests.factories import execution_of, live_executor, submitted_job
-from rest_framework.test import APIClient
 
 pytestmark = pytest.mark.django_db
 

@@ -8,6 +8,8 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from rest_framework.test import APIClient
+
 from jobweaver.accounts.tests.helpers import SUBMITTER
 from jobweaver.jobs import services
 from jobweaver.jobs.management.commands.submit_job import Command as SubmitJob
@@ -16,7 +18,6 @@ from jobweaver.jobs.tests.api_helpers import api_client, assert_error_body, coun
 from jobweaver.outbox.models import OutboxEvent
 from jobweaver.scheduler.models import JobExecution
 from jobweaver.scheduler.tests.factories import finished
-from rest_framework.test import APIClient
 
 pytestmark = pytest.mark.django_db
 

@@ -12,14 +12,14 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
+from rest_framework.test import APIClient
+
 from jobweaver.accounts.tests.helpers import SUBMITTER, make_user, token_for
 from jobweaver.jobs import services
 from jobweaver.jobs.api import views
 from jobweaver.jobs.models import Job
 from jobweaver.jobs.selectors import active_job_count
 from jobweaver.jobs.tests.api_helpers import assert_error_body, counts
-from rest_framework.test import APIClient
-
 from tests.sessions import held_by_another_session
 from tests.stack import wait_for
 

@@ -6,6 +6,7 @@ import re
 import pytest
 from django.core.management import call_command
 from django.urls import URLPattern
+
 from jobweaver.jobs.api import urls as jobs_api_urls
 
 pytestmark = pytest.mark.django_db

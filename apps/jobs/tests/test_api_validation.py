@@ -4,11 +4,12 @@ import json
 
 import pytest
 from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
+
 from jobweaver.accounts.tests.helpers import SUBMITTER, grant
 from jobweaver.jobs.models import Job
 from jobweaver.outbox.models import OutboxEvent
 from jobweaver.scheduler.models import JobExecution
-from rest_framework.test import APIClient
 
 VALID = {"jobType": "SIMULATION", "payload": {"steps": [{"action": "LOG", "message": "hi"}]}}
 

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+
 from jobweaver.jobs.models import Job
 from jobweaver.jobs.services import job_submit, job_submit_batch
 from jobweaver.jobs.validation import parse_job_request

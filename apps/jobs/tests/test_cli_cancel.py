@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+
 from jobweaver.jobs.management.commands.cancel_job import Command
 from jobweaver.scheduler.tests.factories import execution_of, finished, started, submitted_job
 

@@ -18,6 +18,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
+
 from jobweaver.jobs.management.commands.submit_job import Command
 from jobweaver.jobs.models import Job
 
@@ -271,6 +272,7 @@ def cap_lock_held_by_another_session(user, *, then: list[str]):
     with the test's transaction) and the block."""
     import psycopg
     from django.db import connection
+
     from jobweaver.jobs import services
 
     with psycopg.connect(**connection.get_connection_params()) as other:

@@ -8,6 +8,7 @@ import json
 import uuid
 
 import pytest
+
 from jobweaver.dashboard.tests.helpers import dead_letter, execution_of, submitted_job
 from jobweaver.jobs.management.commands.jobs import Command
 from jobweaver.jobs.management.commands.submit_job import Command as SubmitCommand

@@ -11,7 +11,6 @@ from django.core import signals
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
-from jobweaver.accounts.tests.helpers import SUBMITTER, make_user, token_for
 from schemathesis.checks import (
     content_type_conformance,
     not_a_server_error,
@@ -19,6 +18,8 @@ from schemathesis.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
+
+from jobweaver.accounts.tests.helpers import SUBMITTER, make_user, token_for
 
 CHECKS = [
     not_a_server_error,

@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 from django.contrib.auth import get_user_model
+
 from jobweaver.accounts.tests.helpers import grant
 from jobweaver.core.errors import JobNotFound
 from jobweaver.jobs.selectors import job_detail

@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 from django.db import connections
 from django.utils import timezone
+
 from jobweaver.executor.services import attempt_finish
 from jobweaver.jobs.management.commands.submit_job import Command
 from jobweaver.jobs.models import Job

@@ -7,6 +7,7 @@ import uuid
 from datetime import UTC, datetime
 
 import pytest
+
 from jobweaver.core.db import DatabaseNow, insert_row, update_rows
 from jobweaver.outbox.models import OutboxEvent
 

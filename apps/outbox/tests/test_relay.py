@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
+
 from jobweaver.core import kafka
 from jobweaver.core.kafka import (
     JOB_COMPLETED,
@@ -183,10 +184,10 @@ def broker(settings, monkeypatch):
     """Switch the relay between an unreachable broker and the real one. The cached producer
     is dropped on each switch (and the test's own one restored afterwards)."""
     monkeypatch.setattr(services, "PUBLISH_TIMEOUT_SECONDS", 1.0)  # shrink the wait for acks
-    real = settings.KAFKA_BOOTSTRAP_SERVERS
+    real = settings.JOBWEAVER_KAFKA_BOOTSTRAP_SERVERS
 
     def switch(*, reachable: bool) -> None:
-        settings.KAFKA_BOOTSTRAP_SERVERS = real if reachable else "127.0.0.1:1"
+        settings.JOBWEAVER_KAFKA_BOOTSTRAP_SERVERS = real if reachable else "127.0.0.1:1"
         monkeypatch.setattr(kafka, "_producer", None)
 
     return switch

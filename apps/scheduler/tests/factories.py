@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 
 from django.utils import timezone
+
 from jobweaver.core.kafka import RUN_JOB, topic_name
 from jobweaver.executor.services import ClaimedAttempt, attempt_finish, attempt_start
 from jobweaver.jobs.models import Job

@@ -1,6 +1,7 @@
 """The read-only admins of executions, attempts and outbox events render and search exactly."""
 
 import pytest
+
 from jobweaver.jobs.services import job_submit
 from jobweaver.jobs.validation import parse_job_request
 from jobweaver.scheduler.models import JobExecution

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from django.urls import reverse
+
 from jobweaver.accounts.tests.helpers import make_user
 from jobweaver.scheduler.models import ConcurrencyLimit, ExecutionStatus, Pause
 from jobweaver.scheduler.services import concurrency_limit_set, queue_pause

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pytest
 from django.core.management import call_command
 from django.db import connections
+
 from jobweaver.scheduler.management.commands import limits, pause, pauses, resume
 from jobweaver.scheduler.models import ConcurrencyLimit, ExecutionStatus, Pause
 from jobweaver.scheduler.tests.factories import dispatched, execution_of, submitted_job

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+
 from jobweaver.scheduler.dispatch import dispatch_due_jobs
 from jobweaver.scheduler.tests.factories import execution_of, live_executor, submitted_job
 

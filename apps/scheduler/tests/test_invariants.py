@@ -13,6 +13,7 @@ from datetime import timedelta
 import pytest
 from django.db import connections
 from django.utils import timezone
+
 from jobweaver.executor.models import ExecutionAttempt
 from jobweaver.outbox.models import OutboxEvent
 from jobweaver.scheduler.invariants import Violation, check_invariants

@@ -12,6 +12,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import transaction
+
 from jobweaver.core.errors import InvalidRequest
 from jobweaver.engine import claim
 from jobweaver.engine.claim import rules as limits

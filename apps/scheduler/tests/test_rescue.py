@@ -13,6 +13,7 @@ from datetime import timedelta
 import pytest
 from django.conf import settings
 from django.utils import timezone
+
 from jobweaver.engine.executions import execution_heartbeat, execution_should_stop
 from jobweaver.executor.models import ExecutionAttempt
 from jobweaver.executor.services import attempt_finish, attempt_start

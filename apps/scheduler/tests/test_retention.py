@@ -17,6 +17,7 @@ import pytest
 from django.db import connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+
 from jobweaver.executor.models import AttemptOutcome, ExecutionAttempt
 from jobweaver.jobs.models import DeadLetterDiscard, Job
 from jobweaver.jobs.services import job_submit_batch

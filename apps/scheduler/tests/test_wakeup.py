@@ -5,6 +5,7 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 from django.utils import timezone
+
 from jobweaver.scheduler.models import JobExecution
 from jobweaver.scheduler.tests.factories import submitted_job
 from jobweaver.scheduler.wakeup import seconds_until_due

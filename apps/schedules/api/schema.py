@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+from rest_framework import serializers
+
 from jobweaver.jobs.api import schema as jobs_schema
 from jobweaver.schedules import slots
-from rest_framework import serializers
 
 MISFIRE_HELP = (
     "after downtime, slots more than JOBWEAVER_SCHEDULES_MISFIRE_GRACE_SECONDS late are missed: "

@@ -1,4 +1,5 @@
 from django.urls import path
+
 from jobweaver.schedules.api import views
 
 # Included at api/ (jobweaver_site/urls.py), beside the jobs API.

@@ -14,6 +14,10 @@ from __future__ import annotations
 
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from jobweaver.jobs.api.base import JobWeaverAPIView
 from jobweaver.jobs.api.permissions import HasOperationPermission
 from jobweaver.jobs.api.reading import no_query_parameters, read_json_body
 from jobweaver.schedules.api import schema
@@ -26,9 +30,6 @@ from jobweaver.schedules.services import (
     schedule_update,
 )
 from jobweaver.schedules.validation import parse_schedule_request
-from rest_framework.request import Request
-from rest_framework.response import Response
-from rest_framework.views import APIView
 
 VIEW = ("jobweaver_schedules.view_schedule",)
 ADD = ("jobweaver_schedules.add_schedule",)
@@ -36,7 +37,7 @@ CHANGE = ("jobweaver_schedules.change_schedule",)
 DELETE = ("jobweaver_schedules.delete_schedule",)
 
 
-class ScheduleView(APIView):
+class ScheduleView(JobWeaverAPIView):
     permission_classes = [HasOperationPermission]
     required_permissions: dict[str, tuple[str, ...]] = {}
 

@@ -4,6 +4,7 @@ pause and delete going through the services (a bad definition is a form error, n
 import json
 
 import pytest
+
 from jobweaver.schedules.models import Schedule
 from jobweaver.schedules.services import schedule_create
 from jobweaver.schedules.tests.helpers import TEMPLATE

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from rest_framework.test import APIClient
+
 from jobweaver.accounts.tests.helpers import make_user, token_for
 from jobweaver.jobs.tests.api_helpers import assert_error_body
 from jobweaver.schedules.models import Schedule
 from jobweaver.schedules.tests.helpers import TEMPLATE
-from rest_framework.test import APIClient
 
 pytestmark = pytest.mark.django_db
 

@@ -8,6 +8,7 @@ import pytest
 import schemathesis
 from django.core.wsgi import get_wsgi_application
 from hypothesis import HealthCheck, settings
+
 from jobweaver.accounts.tests.helpers import make_user, token_for
 from jobweaver.jobs.tests.test_schemathesis import CHECKS, in_test_transaction  # noqa: F401
 from jobweaver.schedules.tests.test_api import MANAGER

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from jobweaver.schedules.management.commands.schedules import SUBCOMMANDS, Command
 from jobweaver.schedules.models import Schedule
 from jobweaver.schedules.tests.helpers import TEMPLATE, jobs_of

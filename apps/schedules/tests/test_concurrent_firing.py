@@ -14,11 +14,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection, transaction
+
 from jobweaver.scheduler.invariants import check_invariants
 from jobweaver.schedules.models import Schedule
 from jobweaver.schedules.services import schedule_create
 from jobweaver.schedules.tests.helpers import TEMPLATE, jobs_of, submitted_slots, walk
-
 from tests.stack import ROOT, child_environment, wait_for
 
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+
 from jobweaver.scheduler.models import JobExecution
 from jobweaver.schedules.models import Schedule
 from jobweaver.schedules.services import schedule_create, schedule_disable
 from jobweaver.schedules.tests.helpers import TEMPLATE, jobs_of, submitted_slots
-
 from tests.integration.helpers import assert_invariants
 from tests.stack import WorkerProcess, wait_for
 

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
+
 from jobweaver.accounts.tests.helpers import SUBMITTER, make_user
 from jobweaver.core.errors import Forbidden, InvalidRequest
 from jobweaver.scheduler.beat import beat_schedule_setup

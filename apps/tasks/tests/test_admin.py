@@ -8,9 +8,9 @@ import uuid
 import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
+
 from jobweaver.executor.models import ExecutionAttempt
 from jobweaver.tasks.tests.test_backend import run_next_attempt
-
 from jobweaver_site.examples.tasks import add, flaky
 
 pytestmark = [pytest.mark.django_db]

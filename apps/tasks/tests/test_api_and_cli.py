@@ -11,10 +11,11 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import connections
+from rest_framework.test import APIClient
+
 from jobweaver.jobs.models import Job
 from jobweaver.scheduler.models import JobExecution
 from jobweaver.tasks.tests.test_backend import run_next_attempt
-from rest_framework.test import APIClient
 
 pytestmark = [pytest.mark.django_db]
 

@@ -13,6 +13,7 @@ import pytest
 from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
+
 from jobweaver.core.errors import IdempotencyConflict
 from jobweaver.engine import claim, executions
 from jobweaver.executor.models import ExecutionAttempt
@@ -35,7 +36,6 @@ from jobweaver.jobs.services import job_submit
 from jobweaver.jobs.validation import parse_job_request
 from jobweaver.scheduler.models import JobExecution
 from jobweaver.tasks.backend import JobWeaverBackend, JobWeaverTask
-
 from jobweaver_site.examples.tasks import add, always_fails, flaky, sleep
 
 pytestmark = [pytest.mark.django_db]

@@ -10,6 +10,7 @@ from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 from django.utils import timezone
+
 from jobweaver.accounts.services import api_token_create
 from jobweaver.core.commands import CommandExit, JobWeaverCommand
 

@@ -4,6 +4,7 @@ import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
+
 from jobweaver.engine.retry import RetryPolicy
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

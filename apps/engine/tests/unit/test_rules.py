@@ -1,6 +1,7 @@
 """The pure half of per-key limits: patterns and the plan a claim follows."""
 
 import pytest
+
 from jobweaver.engine.claim.rules import (
     EXACT_KEY_PRECEDENCE,
     PUT_BACK_BATCH,

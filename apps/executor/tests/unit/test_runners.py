@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+
 from jobweaver.executor.runners import RUNNERS, SimulationRunner, TaskRunner, runner_for
 from jobweaver.executor.services import ClaimedAttempt
 from jobweaver.executor.steps import StepContext

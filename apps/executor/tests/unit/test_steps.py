@@ -8,6 +8,7 @@ import socket
 import time
 
 import pytest
+
 from jobweaver.executor import steps
 from jobweaver.executor.steps import AttemptStopped, StepContext, StepFailed, run_steps
 

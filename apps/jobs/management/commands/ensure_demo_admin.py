@@ -1,6 +1,7 @@
-from django.conf import settings
 from django.contrib.auth import get_user_model
+
 from jobweaver.accounts.services import api_token_rotate
+from jobweaver.conf import settings
 from jobweaver.core.commands import EXIT_FAILED, CommandExit, JobWeaverCommand
 
 

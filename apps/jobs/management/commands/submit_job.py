@@ -16,8 +16,9 @@ import re
 import sys
 import time
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
+
+from jobweaver.conf import settings
 from jobweaver.core.commands import EXIT_FAILED, CommandExit, JobWeaverCommand
 from jobweaver.core.errors import InvalidRequest
 from jobweaver.core.jsonutil import loads_strict

@@ -4,6 +4,7 @@ kind, lookups, and what each kind decides for validation, the detail and the adm
 from __future__ import annotations
 
 import pytest
+
 from jobweaver.core.errors import InvalidRequest
 from jobweaver.executor.models import AttemptOutcome, ExecutionAttempt
 from jobweaver.jobs.forms import JobSubmitForm

@@ -8,6 +8,7 @@ import json
 import sys
 
 import pytest
+
 from jobweaver.core.errors import InvalidRequest
 from jobweaver.jobs.python_tasks.payload import json_only, validate_task_payload
 from jobweaver.jobs.python_tasks.priority import from_jobweaver, to_jobweaver

@@ -12,7 +12,6 @@ from jobweaver.jobs.python_tasks.registry import (
     registry_get,
     tasks_defined_in,
 )
-
 from jobweaver_site.examples import tasks as example_tasks
 
 EXAMPLES = [

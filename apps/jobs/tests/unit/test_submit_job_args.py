@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from django.core.management.base import CommandError
+
 from jobweaver.core.commands import CommandExit, exit_code_for
 from jobweaver.core.errors import JobWeaverError
 from jobweaver.jobs.management.commands.submit_job import Command, _step_from_flag

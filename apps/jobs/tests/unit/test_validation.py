@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+
 from jobweaver.core.errors import InvalidRequest
 from jobweaver.jobs.kinds.simulation import validate_steps
 from jobweaver.jobs.validation import parse_job_request

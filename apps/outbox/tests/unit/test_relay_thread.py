@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 
 from django.db import connections
-from jobweaver.outbox import services
 
+from jobweaver.outbox import services
 from tests.stack import wait_for
 
 

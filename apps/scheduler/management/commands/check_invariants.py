@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 
 from django.utils.dateparse import parse_datetime
+
 from jobweaver.core.commands import EXIT_FAILED, CommandExit, JobWeaverCommand
 from jobweaver.scheduler.invariants import DEFAULT_SLACK_SECONDS, check_invariants
 

@@ -1,4 +1,5 @@
 from django.core.management.base import BaseCommand
+
 from jobweaver.scheduler.beat import beat_schedule_setup
 
 

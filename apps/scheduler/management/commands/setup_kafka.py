@@ -1,4 +1,5 @@
 from django.core.management.base import BaseCommand
+
 from jobweaver.core.kafka import ensure_topics
 
 

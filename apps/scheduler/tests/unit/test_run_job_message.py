@@ -8,8 +8,9 @@ import json
 
 import pytest
 from celery import Celery
-from jobweaver.scheduler import run_job_message
 from kombu import Connection
+
+from jobweaver.scheduler import run_job_message
 
 JOB, EVENT = "11111111-1111-1111-1111-111111111111", "22222222-2222-2222-2222-222222222222"
 EXTRA = {"kafka_key": JOB, "trace_id": "t-1", "kafka_record_headers": {"jobId": JOB}}

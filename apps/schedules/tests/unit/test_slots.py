@@ -8,6 +8,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 
 import pytest
+
 from jobweaver.schedules.slots import (
     CATCH_UP_ONCE,
     SKIP,

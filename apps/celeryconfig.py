@@ -1,4 +1,4 @@
-"""Celery configuration, read lazily by jobweaver_site.celery on first use.
+"""JobWeaver's Celery configuration, read lazily by jobweaver.celery on first use.
 
 Transport: the kombu_kafka library (per-message offset tracking with a contiguous
 commit watermark, keyed and batch-confirmed produce, one consumer per worker process).
@@ -9,14 +9,16 @@ message unacknowledged. Remote control, events and results are off: the Kafka tr
 fanout, and job state lives in PostgreSQL, not in a result backend.
 """
 
-from django.conf import settings
-from jobweaver.core.kafka import RUN_JOB, SCHEDULER, common_config, topic_name
 from kombu import Queue
+
+from jobweaver.conf import settings
+from jobweaver.core.kafka import RUN_JOB, SCHEDULER, common_config, topic_name
 
 RUN_JOB_QUEUE = topic_name(RUN_JOB)
 SCHEDULER_QUEUE = topic_name(SCHEDULER)
 
-broker_url = settings.CELERY_BROKER_URL
+# The URL names our transport; the full bootstrap list goes to the transport options.
+broker_url = f"jobweaver-kafka://{settings.JOBWEAVER_KAFKA_BOOTSTRAP_SERVERS.split(',')[0].strip()}"
 broker_connection_retry_on_startup = True
 broker_transport_options = {
     # Short polls: an idle worker notices new work within this time, never seconds later.

@@ -1,0 +1,121 @@
+"""JobWeaver's worker processes (imported once Django is set up): `manage.py jobweaver worker
+executor|scheduler|beat` in any project, `python -m jobweaver_site.workers …` in the reference
+site. One place decides how each
+role runs (queue names carry the topic prefix), so the Procfile, compose, Helm and the tests
+start identical processes.
+
+Pools: librdkafka clients are not fork-safe, so no role uses the prefork pool (which forks
+children after the parent opened its Kafka clients). Executors run the `threads` pool with
+JOBWEAVER_EXECUTOR_CONCURRENCY threads (or --concurrency): the steps are mostly waiting and
+PostgreSQL I/O, so threads overlap well, and the transport's offset tracking keeps commits
+correct when they finish out of order. The scheduler runs `solo`: one dispatch at a time is
+what it needs. Both scale out by running more processes (Kafka spreads the partitions).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from celery import signals
+
+from jobweaver.celery import app
+from jobweaver.celeryconfig import RUN_JOB_QUEUE, SCHEDULER_QUEUE
+from jobweaver.conf import settings
+from jobweaver.core import kafka, liveness, metrics, tracing
+
+ROLES = ("executor", "scheduler", "beat")
+POOLS = ("threads", "processes")
+# Until executors route by queue (ARCHITECTURE §15), every executor serves this one.
+DEFAULT_QUEUE = "default"
+
+
+class WorkerOptionError(ValueError):
+    """An option the worker cannot honour; the message says why, in one line."""
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    role: str
+    hostname: str | None = None
+    concurrency: int | None = None
+    pool: str = "threads"
+    queues: tuple[str, ...] = (DEFAULT_QUEUE,)
+
+    def check(self) -> WorkerOptions:
+        if self.role not in ROLES:
+            raise WorkerOptionError(f"the role is one of {', '.join(ROLES)}, not {self.role!r}")
+        if self.pool not in POOLS:
+            raise WorkerOptionError(f"--pool is threads or processes, not {self.pool!r}")
+        if self.pool == "processes":
+            raise WorkerOptionError(
+                "--pool processes is not available yet: executors run the threads pool"
+            )
+        if self.concurrency is not None and not 1 <= self.concurrency <= 512:
+            raise WorkerOptionError("--concurrency is a number of threads from 1 to 512")
+        if set(self.queues) != {DEFAULT_QUEUE}:
+            raise WorkerOptionError(
+                "executors serve the queue 'default' only until queue routing (ARCHITECTURE §15)"
+            )
+        return self
+
+
+def celery_argv(options: WorkerOptions) -> list[str]:
+    """The Celery command line of a role."""
+    # Celery sets the root logger's level from --loglevel once Django's LOGGING is in place.
+    loglevel = settings.JOBWEAVER_LOG_LEVEL
+    if options.role == "beat":
+        return ["beat", "--loglevel", loglevel, "--max-interval", "1"]
+    queue = {"executor": RUN_JOB_QUEUE, "scheduler": SCHEDULER_QUEUE}[options.role]
+    if options.role == "executor":
+        threads = options.concurrency or settings.JOBWEAVER_EXECUTOR_CONCURRENCY
+        pool = ["--pool", "threads", "--concurrency", str(threads)]
+    else:
+        pool = ["--pool", "solo"]
+    return [
+        "worker",
+        *("--queues", queue),
+        *pool,
+        *("--hostname", options.hostname or f"{options.role}-{os.getpid()}@%h"),
+        *("--loglevel", loglevel),
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+    ]
+
+
+def _keep_alive_signals(role: str) -> None:
+    """Touch the role's liveness file when the process shows progress (core/liveness.py); the
+    executor touches it from its presence loop."""
+
+    def touch(**kwargs) -> None:
+        liveness.touch(role)
+
+    if role == "scheduler":
+        signals.worker_ready.connect(touch, weak=False)
+        signals.task_postrun.connect(touch, weak=False)
+    elif role == "beat":
+        signals.beat_init.connect(touch, weak=False)
+        signals.after_task_publish.connect(touch, weak=False)
+
+
+def run(options: WorkerOptions, *, dry_run: bool = False) -> str | None:
+    """Start the role in this process (Django is set up); with `dry_run`, return its Celery
+    command line instead: settings, apps and the Celery app load, nothing connects."""
+    options.check()
+    # Read by the apps' worker hooks: the executor registers for flow control, the scheduler
+    # listens for freed credits; and by the log lines' service field.
+    os.environ["JOBWEAVER_WORKER_ROLE"] = options.role
+    if options.concurrency is not None:
+        settings.JOBWEAVER_EXECUTOR_CONCURRENCY = options.concurrency  # the executor's slots
+    argv = celery_argv(options)
+    if dry_run:
+        return " ".join(["celery", *argv])
+    if options.role != "beat":
+        kafka.ensure_topics()  # the topics it consumes, with their partition counts
+    # Counters of this process, on a port of its own (why not multiprocess: core/metrics.py).
+    metrics.serve(settings.JOBWEAVER_METRICS_PORT)
+    tracing.configure(options.role)  # OpenTelemetry export when OTEL_EXPORTER_OTLP_ENDPOINT is set
+    _keep_alive_signals(options.role)
+    app.start(argv)
+    return None
