@@ -101,4 +101,4 @@ $(DOCS_STAMP): docs/requirements.txt
 docs: $(STAMP) $(DOCS_STAMP)
 	DJANGO_DEBUG=1 DJANGO_SECRET_KEY=docs-only $(VENV)/bin/python manage.py spectacular \
 		--fail-on-warn --file docs/api/openapi.yaml
-	$(DOCS_VENV)/bin/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict
