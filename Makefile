@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: run test test-unit fuzz lint format bench bench-soak bench-latency bench-backlog bench-transport bench-hot-paths clean-data
+.PHONY: run test test-unit fuzz lint format docs bench bench-soak bench-latency bench-backlog bench-transport bench-hot-paths clean-data
 
 run: $(STAMP)
 	infra/run.sh
@@ -86,3 +86,19 @@ bench-transport: $(STAMP)
 # (bench/hot_paths.py --help): steadier than make bench for comparing two commits.
 bench-hot-paths: $(STAMP)
 	infra/with-stack.sh $(VENV)/bin/python bench/hot_paths.py $(ARGS)
+
+# The documentation site (mkdocs.yml, docs/): the OpenAPI schema generated from the code (no
+# database, no broker), then a strict offline build into site/ (open site/index.html). The docs
+# tools live in a docs-only venv (.cache/docs-venv, pinned by docs/requirements.txt), never .venv.
+DOCS_VENV := .cache/docs-venv
+DOCS_STAMP := $(DOCS_VENV)/.requirements-installed
+
+$(DOCS_STAMP): docs/requirements.txt
+	$(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/pip install --quiet -r docs/requirements.txt
+	touch $(DOCS_STAMP)
+
+docs: $(STAMP) $(DOCS_STAMP)
+	DJANGO_DEBUG=1 DJANGO_SECRET_KEY=docs-only $(VENV)/bin/python manage.py spectacular \
+		--fail-on-warn --file docs/api/openapi.yaml
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict
