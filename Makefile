@@ -99,6 +99,7 @@ $(DOCS_STAMP): docs/requirements.txt
 	touch $(DOCS_STAMP)
 
 docs: $(STAMP) $(DOCS_STAMP)
+	mkdir -p docs/api
 	DJANGO_DEBUG=1 DJANGO_SECRET_KEY=docs-only $(VENV)/bin/python manage.py spectacular \
 		--fail-on-warn --file docs/api/openapi.yaml
 	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict

@@ -22,7 +22,10 @@ DEBUG = env.bool("DJANGO_DEBUG", default=False)
 _DEV_SECRET = "dev-only-insecure-secret-key-change-me"
 SECRET_KEY = env.str("DJANGO_SECRET_KEY", default=_DEV_SECRET if DEBUG else "")
 if not SECRET_KEY:
-    raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is off")
+    raise ImproperlyConfigured(
+        "DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is off (the dev stack's are in .env: "
+        "set -a && . ./.env && set +a)"
+    )
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
 
 INSTALLED_APPS = [
