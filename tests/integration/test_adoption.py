@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import urllib.request
 import uuid
 from pathlib import Path
@@ -166,6 +167,7 @@ def test_a_fresh_project_installs_the_wheels_and_runs_its_own_task(tmp_path, hos
     assert {w.name.split("-")[0] for w in wheels} == {"django_jobweaver", "kombu_kafka"}
     fill_wheelhouse(wheels)
     venv = tmp_path / "venv"
+    started = time.monotonic()  # from `pip install` to the first task done (printed with -s)
     run(sys.executable, "-m", "venv", venv)
     python = venv / "bin" / "python"
     run(
@@ -275,6 +277,10 @@ def test_a_fresh_project_installs_the_wheels_and_runs_its_own_task(tmp_path, hos
         except AssertionError as error:
             executor = (tmp_path / "executor.log").read_text()[-3000:]
             raise AssertionError(f"{error}; receipts: {seen[-1:]}; executor: {executor}") from None
+        print(
+            f"adoption: venv, install, project, migrate, workers, first task: "
+            f"{time.monotonic() - started:.1f} s"
+        )
 
         run(
             *manage,
