@@ -2,12 +2,18 @@
 
     TASKS = {"default": {"BACKEND": "jobweaver.tasks.JobWeaverBackend"}}
 
+    from jobweaver.tasks import NonRetryableError
+
 Exported lazily: importing this package (as Django does to find the backend) imports no model.
 """
 
 from __future__ import annotations
 
-_LAZY = {"JobWeaverBackend": "jobweaver.tasks.backend"}
+_LAZY = {
+    "JobWeaverBackend": "jobweaver.tasks.backend",
+    # Raised by a task: dead-letter at once, whatever retries are left (ARCHITECTURE §13a).
+    "NonRetryableError": "jobweaver.jobs.python_tasks.exceptions",
+}
 
 
 def __getattr__(name: str):
