@@ -70,6 +70,8 @@ DEFAULTS: dict[str, object] = {
     "JOBWEAVER_TASK_MAX_RESULT_BYTES": 256 * 1024,
     # Workers.
     "JOBWEAVER_EXECUTOR_CONCURRENCY": 4,
+    # The job queues an executor serves (ARCHITECTURE §15); `--queues` on its command line.
+    "JOBWEAVER_EXECUTOR_QUEUES": ["default"],
     "JOBWEAVER_SHUTDOWN_GRACE_SECONDS": 30.0,
     "JOBWEAVER_LOG_LEVEL": "INFO",
     # Probes and metrics.

@@ -23,11 +23,11 @@ from jobweaver.celery import app
 from jobweaver.celeryconfig import RUN_JOB_QUEUE, SCHEDULER_QUEUE
 from jobweaver.conf import settings
 from jobweaver.core import kafka, liveness, metrics, tracing
+from jobweaver.core.errors import InvalidRequest
+from jobweaver.core.names import checked_queue_name
 
 ROLES = ("executor", "scheduler", "beat")
 POOLS = ("threads", "processes")
-# Until executors route by queue (ARCHITECTURE §15), every executor serves this one.
-DEFAULT_QUEUE = "default"
 
 
 class WorkerOptionError(ValueError):
@@ -40,7 +40,12 @@ class WorkerOptions:
     hostname: str | None = None
     concurrency: int | None = None
     pool: str = "threads"
-    queues: tuple[str, ...] = (DEFAULT_QUEUE,)
+    # None: JOBWEAVER_EXECUTOR_QUEUES (default ["default"]).
+    queues: tuple[str, ...] | None = None
+
+    @property
+    def queues_given(self) -> bool:
+        return self.queues is not None
 
     def check(self) -> WorkerOptions:
         if self.role not in ROLES:
@@ -53,10 +58,13 @@ class WorkerOptions:
             )
         if self.concurrency is not None and not 1 <= self.concurrency <= 512:
             raise WorkerOptionError("--concurrency is a number of threads from 1 to 512")
-        if set(self.queues) != {DEFAULT_QUEUE}:
-            raise WorkerOptionError(
-                "executors serve the queue 'default' only until queue routing (ARCHITECTURE §15)"
-            )
+        if self.queues is not None and not self.queues:
+            raise WorkerOptionError("--queues names at least one queue")
+        for queue in self.queues or ():
+            try:
+                checked_queue_name(queue, "--queues")
+            except InvalidRequest as error:
+                raise WorkerOptionError(f"{error.message}, not {queue!r}") from None
         return self
 
 
@@ -108,6 +116,8 @@ def run(options: WorkerOptions, *, dry_run: bool = False) -> str | None:
     os.environ["JOBWEAVER_WORKER_ROLE"] = options.role
     if options.concurrency is not None:
         settings.JOBWEAVER_EXECUTOR_CONCURRENCY = options.concurrency  # the executor's slots
+    if options.queues_given:
+        settings.JOBWEAVER_EXECUTOR_QUEUES = list(options.queues)  # what it registers to serve
     argv = celery_argv(options)
     if dry_run:
         return " ".join(["celery", *argv])

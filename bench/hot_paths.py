@@ -51,12 +51,11 @@ def submit(n: int) -> None:
 
 
 def register(partitions: int) -> None:
-    from jobweaver.core.kafka import RUN_JOB, topic_name
     from jobweaver.scheduler import flow
 
     flow.executor_heartbeat(
         worker_id=WORKER,
-        queues=[topic_name(RUN_JOB)],
+        queues=["default"],
         slots=10**6,
         partitions=list(range(partitions)),
         joined=False,

@@ -305,6 +305,8 @@ JOBWEAVER_TASK_MAX_RESULT_BYTES = env.int("JOBWEAVER_TASK_MAX_RESULT_BYTES", def
 JOBWEAVER_SHUTDOWN_GRACE_SECONDS = env.float("JOBWEAVER_SHUTDOWN_GRACE_SECONDS", default=30)
 # Threads per executor process (the `threads` pool); prefetch equals this number.
 JOBWEAVER_EXECUTOR_CONCURRENCY = env.int("JOBWEAVER_EXECUTOR_CONCURRENCY", default=4)
+# The job queues an executor serves (ARCHITECTURE §15), comma-separated; `--queues` overrides.
+JOBWEAVER_EXECUTOR_QUEUES = env.list("JOBWEAVER_EXECUTOR_QUEUES", default=["default"])
 
 # Every line carries service, trace id, job id and attempt (apps/core/logcontext.py);
 # JOBWEAVER_LOG_FORMAT=json writes one JSON object per line instead of plain text.

@@ -3,6 +3,7 @@
     created                        executions_create                        (submission)
     dispatch, set_aside, put_back  apps/engine/claim/                        (the dispatcher)
     start, heartbeat, complete     execution_start, _heartbeat, _complete   (fenced, one statement)
+    hand_back                      execution_hand_back                      (worker, wrong queue)
     retry | dead_letter            execution_fail                           (worker)
     end_cancelled, release         execution_end_cancelled, _release        (worker)
     retry | dead_letter | ...      execution_lose                           (rescuer, lost lease)
@@ -93,10 +94,13 @@ class Started(NamedTuple):
     timeout_seconds: int
 
 
-def execution_start(*, job_id: uuid.UUID, event_id: uuid.UUID, worker_id: str) -> Started | None:
+def execution_start(
+    *, job_id: uuid.UUID, event_id: uuid.UUID, worker_id: str, serves: list[str]
+) -> Started | None:
     """DISPATCHED → RUNNING for the holder of `event_id`, starting the attempt's lease and
     opening its attempt row, in one statement; `worker_id` is "<host>:<pid>:<thread>", its
-    executor process the part before the last colon. None when the token is stale."""
+    executor process the part before the last colon, serving the queues `serves`. None when
+    the token is stale or the job's queue is not served (see `execution_hand_back`)."""
     row = move_fenced(
         "start",
         actor=WORKER,
@@ -107,6 +111,7 @@ def execution_start(*, job_id: uuid.UUID, event_id: uuid.UUID, worker_id: str) -
             executor_id=worker_id.rpartition(":")[0],
             attempt_worker_id=worker_id,
             lease=seconds(settings.JOBWEAVER_LEASE_SECONDS),
+            serves=serves,
         ),
     )
     if row is None:
@@ -114,6 +119,19 @@ def execution_start(*, job_id: uuid.UUID, event_id: uuid.UUID, worker_id: str) -
     *fields, waited = row
     metrics.count_on_commit(lambda: metrics.START_WAIT.observe(float(waited)))
     return Started(*fields)
+
+
+def execution_hand_back(*, job_id: uuid.UUID, event_id: uuid.UUID, serves: list[str]) -> bool:
+    """DISPATCHED → PENDING, due at once, for a delivery whose job's queue is not among
+    `serves` (a rebalance gave its partition to an executor of another pool); no attempt, no
+    retry used, counted as a redelivery. False when the token is stale or the queue is served."""
+    return move_fenced(
+        "hand_back",
+        actor=WORKER,
+        statement=lambda transition: execution_rows.execution_hand_back(
+            transition, job_id=job_id, event_id=event_id, serves=serves
+        ),
+    )
 
 
 def execution_heartbeat(*, job_id: uuid.UUID, event_id: uuid.UUID) -> bool:

@@ -81,6 +81,16 @@ TRANSITIONS: dict[str, Transition] = {
         # line, token cleared (the message still on Kafka is fenced off), nothing counted.
         _t("recall", {S.DISPATCHED}, S.PENDING, OPERATOR, fenced=False),
         _t("start", {S.DISPATCHED}, S.RUNNING, WORKER, fenced=True),
+        # A delivery reached an executor that does not serve its queue (a rebalance moved the
+        # partition): back in line at once for a serving one, no attempt, counted (§15).
+        _t(
+            "hand_back",
+            {S.DISPATCHED},
+            S.PENDING,
+            WORKER,
+            fenced=True,
+            also_counts="JOBS_REDELIVERED",
+        ),
         _t("heartbeat", {S.RUNNING}, S.RUNNING, WORKER, fenced=True),  # extends the lease only
         _t(
             "complete",

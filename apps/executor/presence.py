@@ -53,9 +53,10 @@ def _waiting_event_ids() -> list[str]:
 
 
 class Presence(threading.Thread):
-    def __init__(self, *, consumer, queue: str, slots: int):
+    def __init__(self, *, consumer, queue: str, slots: int, serves: list[str]):
         super().__init__(name="jobweaver-presence", daemon=True)
         self.consumer, self.queue, self.slots = consumer, queue, slots
+        self.serves = list(serves)  # the job queues this executor runs (ARCHITECTURE §15)
         self.worker_id = process_identity()
         self.stopping = threading.Event()
 
@@ -66,7 +67,7 @@ class Presence(threading.Thread):
             try:
                 flow.executor_heartbeat(
                     worker_id=self.worker_id,
-                    queues=[self.queue],
+                    queues=self.serves,
                     slots=self.slots,
                     partitions=partitions,
                     joined=partitions != beaten,
@@ -121,13 +122,19 @@ class Presence(threading.Thread):
 _presence: Presence | None = None
 
 
-def start(*, consumer, queue: str, slots: int) -> None:
-    """Register this executor process; `consumer` is Celery's worker consumer."""
+def start(*, consumer, queue: str, slots: int, serves: list[str]) -> None:
+    """Register this executor process, serving the job queues `serves`; `consumer` is Celery's
+    worker consumer."""
     global _presence
     if _presence is None:
-        _presence = Presence(consumer=consumer, queue=queue, slots=slots)
+        _presence = Presence(consumer=consumer, queue=queue, slots=slots, serves=serves)
         _presence.start()
-        logger.info("executor %s registered with %d slots", _presence.worker_id, slots)
+        logger.info(
+            "executor %s registered with %d slots, serving %s",
+            _presence.worker_id,
+            slots,
+            ", ".join(serves),
+        )
 
 
 def stop() -> None:

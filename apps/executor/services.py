@@ -15,6 +15,7 @@ from typing import Any
 
 from django.db import transaction
 
+from jobweaver.conf import settings
 from jobweaver.engine import executions
 from jobweaver.engine.ledger import AttemptReport
 from jobweaver.scheduler.dispatch import dispatch_job_now
@@ -52,8 +53,20 @@ def attempt_start(
     one statement; `worker_id` is "<host>:<pid>:<thread>", its executor process the part before
     the last colon. None for a stale or duplicate delivery: the fence alone decides — a delivery
     that already started finds its execution RUNNING or finished, or its token cleared."""
-    started = executions.execution_start(job_id=job_id, event_id=event_id, worker_id=worker_id)
+    serves = list(settings.JOBWEAVER_EXECUTOR_QUEUES)
+    started = executions.execution_start(
+        job_id=job_id, event_id=event_id, worker_id=worker_id, serves=serves
+    )
     if started is None:
+        if executions.execution_hand_back(job_id=job_id, event_id=event_id, serves=serves):
+            logger.info(
+                "delivery %s of job %s handed back: its queue is not one of %s",
+                event_id,
+                job_id,
+                serves,
+            )
+            dispatch_job_now(job_id)  # to an executor that serves it
+            return None
         logger.info(
             "delivery %s of job %s is stale or a duplicate (fenced); ignoring it", event_id, job_id
         )

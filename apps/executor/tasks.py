@@ -58,6 +58,7 @@ def register_executor(sender, **kwargs) -> None:
             consumer=sender,
             queue=topic_name(RUN_JOB),
             slots=settings.JOBWEAVER_EXECUTOR_CONCURRENCY,
+            serves=settings.JOBWEAVER_EXECUTOR_QUEUES,
         )
 
 

@@ -179,25 +179,34 @@ def _claim(
             # leave them to the next wake-up (up to a second with nothing else moving).
             claim.notify_dispatch()
         rules = rules.for_given_jobs()  # the next full dispatch does that
-    # Where the n-th claim goes, chosen before the claim so that one statement records it:
-    # `assign` is sequential, so its first k choices are the same for any count ≥ k.
-    targets = claim_credits.assign(min(limit, free), credits)
-    claimed = claim.executions_claim(
-        limit=len(targets),
-        job_ids=job_ids,
-        due_by=due_by,
-        rules=rules,
-        workers=[worker_id for worker_id, _ in targets],
-        planned=job_ids is None,
-    )
-    targets = targets[: len(claimed)]
-    deliveries = [
-        Delivery.traced(
-            str(claim.job_id), str(claim.event_id), partition, claim.trace_id, claim.waited_seconds
+    # Each pool of executors (those serving the same queues, ARCHITECTURE §15) claims only its
+    # queues' work, up to its own credits: one claim statement per pool, one with a single pool.
+    deliveries: list[Delivery] = []
+    left_for_limits = 0
+    for queues, pool in claim_credits.pools(credits):
+        room = limit - len(deliveries)
+        if room <= 0:
+            break
+        # Where the n-th claim goes, chosen before the claim so that one statement records
+        # it: `assign` is sequential, so its first k choices are the same for any count ≥ k.
+        targets = claim_credits.assign(min(room, sum(c.free for c in pool)), pool)
+        claimed = claim.executions_claim(
+            limit=len(targets),
+            job_ids=job_ids,
+            due_by=due_by,
+            rules=rules,
+            workers=[worker_id for worker_id, _ in targets],
+            planned=job_ids is None,
+            queues=list(queues),
         )
-        for claim, (_, partition) in zip(claimed, targets, strict=True)
-    ]
-    return deliveries, free - len(deliveries), claimed.left_for_limits
+        deliveries += [
+            Delivery.traced(
+                str(one.job_id), str(one.event_id), partition, one.trace_id, one.waited_seconds
+            )
+            for one, (_, partition) in zip(claimed, targets[: len(claimed)], strict=True)
+        ]
+        left_for_limits += claimed.left_for_limits
+    return deliveries, free - len(deliveries), left_for_limits
 
 
 def _publish(deliveries: list[Delivery], publish: Publisher) -> None:

@@ -66,6 +66,7 @@ def executions_claim(
     rules: DispatchRules = NO_RULES,
     workers: list[str] | None = None,
     planned: bool = False,
+    queues: list[str] | None = None,
 ) -> Claims:
     """Transition "dispatch" for up to `limit` due executions, highest priority first: one
     statement that claims (FOR UPDATE SKIP LOCKED, so concurrent dispatchers never take the same
@@ -75,7 +76,8 @@ def executions_claim(
     `workers` (credits.assign's choice for the first, second, … delivery) records in the same
     statement which executor the n-th claim is sent to; flow control counts its credits by it.
     `rules` leave paused queues and job types and keys at a limit out, and take at most a key's
-    allowance of the rows found. A claim of the line (no `job_ids`) sets the claim's planner
+    allowance of the rows found. `queues` (the queues the claiming executors serve) leaves every
+    other queue's work waiting. A claim of the line (no `job_ids`) sets the claim's planner
     settings first, unless the caller did with its lock (`planned`)."""
     assert_in_transaction("executions_claim")
     assert workers is None or len(workers) >= limit, "a worker for every claim"
@@ -91,6 +93,7 @@ def executions_claim(
             workers=workers,
             planned=planned,
             dispatch_lease_seconds=settings.JOBWEAVER_DISPATCH_TIMEOUT_SECONDS,
+            queues=queues,
         ),
     )
     claims = Claims(

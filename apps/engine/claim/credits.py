@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from jobweaver.conf import settings
 from jobweaver.core.db import assert_in_transaction
-from jobweaver.core.kafka import RUN_JOB, topic_name
 from jobweaver.engine.store import claim as claim_rows
 
 
@@ -24,13 +23,13 @@ class Credit:
     worker_id: str
     free: int
     partitions: list[int]
+    queues: tuple[str, ...] = ("default",)  # the job queues the executor serves (§15)
 
 
 def _settings() -> dict:
     return {
         "prefetch": settings.JOBWEAVER_DISPATCH_PREFETCH,
         "ttl_seconds": settings.JOBWEAVER_WORKER_TTL_SECONDS,
-        "queue": topic_name(RUN_JOB),
     }
 
 
@@ -51,9 +50,23 @@ def credits_and_rule_rows() -> tuple[list[Credit], list]:
 
 def credits_from(rows) -> list[Credit]:
     return [
-        Credit(worker_id, free, json.loads(parts) if isinstance(parts, str) else parts)
-        for worker_id, free, parts in rows
+        Credit(worker_id, free, _json(parts), tuple(sorted(_json(queues))))
+        for worker_id, free, parts, queues in rows
     ]
+
+
+def _json(value):
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def pools(credits: list[Credit]) -> list[tuple[tuple[str, ...], list[Credit]]]:
+    """Pure: the executors grouped by the queues they serve, each pool with free credits, in a
+    stable order. The dispatcher claims for each pool only work of its queues."""
+    by_queues: dict[tuple[str, ...], list[Credit]] = {}
+    for credit in credits:
+        if credit.free > 0 and credit.partitions:
+            by_queues.setdefault(credit.queues, []).append(credit)
+    return sorted(by_queues.items())
 
 
 def assign(count: int, credits: list[Credit]) -> list[tuple[str, int]]:

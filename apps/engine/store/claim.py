@@ -77,17 +77,17 @@ def dispatch_planning() -> None:
 
 
 @named("SELECT the live executors' free credits and the rules' first rows, in one statement")
-def credits_and_rules(*, prefetch: int, ttl_seconds: float, queue: str) -> tuple[list, list]:
-    """Credits as [worker_id, free, partitions], rules as [scope, name, max_running,
+def credits_and_rules(*, prefetch: int, ttl_seconds: float) -> tuple[list, list]:
+    """Credits as [worker_id, free, partitions, queues], rules as [scope, name, max_running,
     max_per_second]. Read after the dispatch lock, in a statement of its own: a statement that
     waited for the lock would not see the claims of the dispatch it waited for."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
             SELECT
-                (SELECT json_agg(json_build_array(c.worker_id, c.free, c.partitions)
+                (SELECT json_agg(json_build_array(c.worker_id, c.free, c.partitions, c.queues)
                                  ORDER BY c.worker_id)
-                 FROM ({_credits_sql(prefetch, ttl_seconds, queue)}) AS c),
+                 FROM ({_credits_sql(prefetch, ttl_seconds)}) AS c),
                 (SELECT json_agg(json_build_array(r.scope, r.name, r.max_running,
                                                   r.max_per_second))
                  FROM ({rules_sql()}) AS r)
@@ -98,9 +98,9 @@ def credits_and_rules(*, prefetch: int, ttl_seconds: float, queue: str) -> tuple
 
 
 @named("SELECT the live executors' free credits: (worker_id, free, partitions) by worker id")
-def credits(*, prefetch: int, ttl_seconds: float, queue: str) -> list:
+def credits(*, prefetch: int, ttl_seconds: float) -> list:
     with connection.cursor() as cursor:
-        cursor.execute(_credits_sql(prefetch, ttl_seconds, queue))
+        cursor.execute(_credits_sql(prefetch, ttl_seconds))
         return cursor.fetchall()
 
 
@@ -111,15 +111,14 @@ def _live_filter_sql(ttl_seconds: float | None = None) -> str:
 
 
 @functools.lru_cache(maxsize=8)
-def _credits_sql(prefetch: int, ttl_seconds: float, queue: str) -> str:
+def _credits_sql(prefetch: int, ttl_seconds: float) -> str:
     """The credits' SQL with its values (settings, never input) and the statuses written in:
     one generic plan, not a custom plan per call (bench/NOTES.md)."""
     registrations = ExecutorRegistration._meta.db_table
     executions = JobExecution._meta.db_table
-    quoted_queue = "'" + queue.replace("'", "''") + "'"
     return f"""
         SELECT r.worker_id, r.slots * {int(prefetch)} - COALESCE(f.in_flight, 0) AS free,
-            r.partitions
+            r.partitions, r.queues
         FROM {registrations} r
         LEFT JOIN (
             SELECT worker_id, count(*) AS in_flight FROM {executions}
@@ -128,7 +127,6 @@ def _credits_sql(prefetch: int, ttl_seconds: float, queue: str) -> str:
             GROUP BY worker_id
         ) f USING (worker_id)
         WHERE r.{_live_filter_sql(ttl_seconds)}
-          AND r.queues ? {quoted_queue}
           AND jsonb_array_length(r.partitions) > 0
         ORDER BY r.worker_id
         """
@@ -231,6 +229,7 @@ def executions_claim(
     workers: list[str] | None,
     planned: bool,
     dispatch_lease_seconds: float,
+    queues: list[str] | None = None,
 ) -> list[tuple]:
     """Rows (n, job_id, event_id, trace_id, waited seconds, rows read) in claim order."""
     assert workers is None or len(workers) >= limit, "a worker for every claim"
@@ -247,6 +246,9 @@ def executions_claim(
     by_line = bool(rules.paused_queues or rules.paused_job_types) and job_ids is None
     due_params = [due_by] if due_by is not None else []
     filters = [("AND job_id = ANY(%s)", job_ids)] if job_ids is not None else []
+    if queues is not None:
+        # Only work of the queues the claiming executors serve (ARCHITECTURE §15).
+        filters.append(("AND queue_name = ANY(%s)", queues))
     filters += [
         (clause, values)
         for clause, values in (

@@ -256,13 +256,14 @@ def _fenced(
     steps: tuple[tuple[str, list], ...] = (),
     reading: str = "moved.id",
     also_where: str = "",
+    where_params: tuple = (),
 ) -> tuple | None:
     """Move the execution of `job_id` along `transition` if `event_id` is its token and its
     status a from-state, in one statement: the conditional UPDATE (`assignments` over `e` and
     `clock.now`, the database clock read once), then `steps`, statements over `moved` (the new
     row, with that time as `db_now`), then the transition's NOTIFY. Returns `reading` (SQL
     over `moved` and its job `j`); None, nothing written, when the fence refuses it."""
-    arguments = [*params, job_id, event_id]
+    arguments = [*params, job_id, event_id, *where_params]
     for _, step_params in steps:
         arguments.extend(step_params)
     sql = _fenced_sql(
@@ -316,8 +317,10 @@ def execution_start(
     executor_id: str,
     attempt_worker_id: str,
     lease: timedelta,
+    serves: list[str],
 ) -> tuple | None:
-    """(attempt, job_type, instruction, trace_id, traceparent, timeout_seconds, waited)."""
+    """(attempt, job_type, instruction, trace_id, traceparent, timeout_seconds, waited); None
+    when the token is stale or the executor does not serve the job's queue."""
     row = _fenced(
         transition,
         job_id=job_id,
@@ -327,6 +330,8 @@ def execution_start(
         params=[executor_id, lease],
         steps=(attempts.open_step(event_id=event_id, worker_id=attempt_worker_id),),
         reading=_STARTED_READING,
+        also_where="AND e.queue_name = ANY(%s)",
+        where_params=(list(serves),),
     )
     if row is not None and isinstance(row[2], str):  # jsonb arrives as text, as JSONField reads
         row = (*row[:2], json.loads(row[2]), *row[3:])
@@ -374,6 +379,23 @@ def execution_complete(
         )
         is not None
     )
+
+
+@named("UPDATE DISPATCHED → PENDING a delivery of a queue its executor does not serve, fenced")
+def execution_hand_back(
+    transition: Transition, *, job_id: uuid.UUID, event_id: uuid.UUID, serves: list[str]
+) -> bool:
+    row = _fenced(
+        transition,
+        job_id=job_id,
+        event_id=event_id,
+        assignments="next_run_at = clock.now, current_event_id = NULL, lease_expires_at = NULL, "
+        "worker_id = '', redelivery_count = e.redelivery_count + 1",
+        params=[],
+        also_where="AND NOT (e.queue_name = ANY(%s))",
+        where_params=(list(serves),),
+    )
+    return row is not None
 
 
 @named("UPDATE the lease of a RUNNING execution whose token is current and no cancel requested")

@@ -7,7 +7,6 @@ import uuid
 
 from django.utils import timezone
 
-from jobweaver.core.kafka import RUN_JOB, topic_name
 from jobweaver.executor.services import ClaimedAttempt, attempt_finish, attempt_start
 from jobweaver.jobs.models import Job
 from jobweaver.jobs.services import job_submit
@@ -29,11 +28,14 @@ def submitted_job(steps: list[dict] | None = None, **fields) -> Job:
     return job_submit(spec=parse_job_request(body)).job
 
 
-def live_executor(worker_id: str = EXECUTOR, *, slots: int = 1000, partitions=(0,)) -> str:
-    """Register (or renew) an executor, so flow control has credits to dispatch with."""
+def live_executor(
+    worker_id: str = EXECUTOR, *, slots: int = 1000, partitions=(0,), queues=("default",)
+) -> str:
+    """Register (or renew) an executor serving `queues`, so flow control has credits to
+    dispatch with."""
     flow.executor_heartbeat(
         worker_id=worker_id,
-        queues=[topic_name(RUN_JOB)],
+        queues=list(queues),
         slots=slots,
         partitions=list(partitions),
         joined=False,

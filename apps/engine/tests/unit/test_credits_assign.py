@@ -2,7 +2,7 @@
 
 from collections import Counter
 
-from jobweaver.engine.claim.credits import Credit, assign
+from jobweaver.engine.claim.credits import Credit, assign, pools
 
 
 def test_deliveries_fill_executors_in_proportion_to_their_free_credits():
@@ -49,3 +49,18 @@ def test_successive_single_dispatches_spread_over_the_executors_partitions():
         for free in range(16, 12, -1)
     ]
     assert sorted(chosen) == partitions
+
+
+def test_pools_group_executors_by_the_queues_they_serve_and_skip_full_ones():
+    credits = [
+        Credit("a", 2, [0], ("default",)),
+        Credit("b", 3, [1], ("gpu",)),
+        Credit("c", 0, [2], ("gpu",)),  # no credit left
+        Credit("d", 1, [], ("gpu",)),  # no partition: nothing reaches it
+        Credit("e", 4, [3], ("default",)),
+    ]
+
+    assert [(queues, [c.worker_id for c in pool]) for queues, pool in pools(credits)] == [
+        (("default",), ["a", "e"]),
+        (("gpu",), ["b"]),
+    ]

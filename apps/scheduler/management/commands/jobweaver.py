@@ -24,7 +24,8 @@ class Command(BaseCommand):
         )
         worker.add_argument("--pool", choices=POOLS, default="threads")
         worker.add_argument(
-            "--queues", default="default", help="comma-separated queues the executor serves"
+            "--queues",
+            help="comma-separated queues the executor serves (JOBWEAVER_EXECUTOR_QUEUES)",
         )
         worker.add_argument(
             "--dry-run", action="store_true", help="print the Celery command line and exit"
@@ -36,7 +37,9 @@ class Command(BaseCommand):
             hostname=options["hostname"],
             concurrency=options["concurrency"],
             pool=options["pool"],
-            queues=tuple(q.strip() for q in options["queues"].split(",") if q.strip()),
+            queues=None
+            if options["queues"] is None
+            else tuple(q.strip() for q in options["queues"].split(",") if q.strip()),
         )
         try:
             line = run(worker, dry_run=options["dry_run"])
