@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET
 
 from jobweaver.core.kafka import broker_reachable
 from jobweaver.scheduler.flow import live_executors
+from jobweaver.scheduler.selectors import queues_without_executor
 
 _kafka_lock = threading.Lock()
 _kafka_probe: tuple[float, bool] | None = None  # (monotonic time of the probe, reachable)
@@ -60,4 +61,9 @@ def readyz(request):
         # (they wait in PostgreSQL); an operator must hear about it all the same.
         body["liveExecutors"] = live = len(live_executors())
         body["warnings"] = [] if live else ["no live executor: jobs wait in PostgreSQL"]
+        body["queuesWithoutExecutor"] = unserved = queues_without_executor()
+        body["warnings"] += [
+            f"queue {queue!r} has waiting work and no live executor serving it"
+            for queue in unserved
+        ]
     return JsonResponse(body, status=200 if ready else 503)

@@ -40,6 +40,7 @@ from jobweaver.scheduler.selectors import (
     limit_to_dict,
     pause_list,
     pause_to_dict,
+    queues_without_executor,
 )
 from jobweaver.scheduler.services import queue_resume
 
@@ -122,6 +123,7 @@ def dashboard_context() -> dict:
         "dead_letters_url": reverse("jobweaver-dead-letters"),
         "pauses": pause_list(),
         "limits": concurrency_limit_list(),
+        "queues_without_executor": queues_without_executor(),
         "refresh_seconds": REFRESH_SECONDS,
     }
 
@@ -140,9 +142,11 @@ def _figures(context: dict) -> dict:
                 "slots": e["slots"],
                 "dispatched": e["dispatched"],
                 "running": e["running"],
+                "queues": e["queues"],
             }
             for e in context["executors"]
         ],
+        "queuesWithoutExecutor": context["queues_without_executor"],
         "kafka": {
             "ok": kafka.ok,
             "error": kafka.error or None,

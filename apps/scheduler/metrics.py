@@ -24,6 +24,7 @@ from jobweaver.core.kafka import RUN_JOB, SCHEDULER, common_config, topic_name
 from jobweaver.engine.claim import credits as claim_credits
 from jobweaver.scheduler import flow
 from jobweaver.scheduler.models import ExecutionStatus, JobExecution
+from jobweaver.scheduler.selectors import waiting_queues
 
 logger = logging.getLogger(__name__)
 
@@ -74,10 +75,19 @@ class ClusterCollector(Collector):
         for status in ExecutionStatus:
             jobs.add_metric([status.value], counts.get(status.value, 0))
         live = flow.live_executors()
+        served = {queue for executor in live for queue in executor.queues}
+        unserved = GaugeMetricFamily(
+            "jobweaver_queue_without_executor",
+            "1 for a queue with waiting work that no live executor serves, 0 when one does",
+            labels=["queue"],
+        )
+        for queue in waiting_queues():
+            unserved.add_metric([queue], 0 if queue in served else 1)
         with transaction.atomic():  # credits are counted inside a transaction (no lock: a read)
             free = sum(max(credit.free, 0) for credit in claim_credits.credits())
         return [
             jobs,
+            unserved,
             GaugeMetricFamily(
                 "jobweaver_oldest_due_job_age_seconds",
                 "How long the oldest due PENDING job has waited (0 when none)",

@@ -26,6 +26,7 @@ def test_readyz_reports_postgresql_and_kafka(client):
         "kafka": True,
         "liveExecutors": 0,  # no worker runs in this test
         "warnings": ["no live executor: jobs wait in PostgreSQL"],
+        "queuesWithoutExecutor": [],  # and no job waits
     }
 
 

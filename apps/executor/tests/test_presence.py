@@ -38,7 +38,7 @@ def running_presence(channel: Channel):
     """A presence thread over `channel`, registered; yields a reader of its registration. A
     heartbeat far longer than the test: only the assignment watch can register in time."""
     with override_settings(JOBWEAVER_WORKER_HEARTBEAT_SECONDS=60):
-        presence = Presence(consumer=Consumer(channel), queue=QUEUE, slots=3)
+        presence = Presence(consumer=Consumer(channel), queue=QUEUE, slots=3, serves=["default"])
         presence.start()
         try:
 

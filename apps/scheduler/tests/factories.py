@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 
+from django.conf import settings
 from django.utils import timezone
 
 from jobweaver.executor.services import ClaimedAttempt, attempt_finish, attempt_start
@@ -29,13 +30,13 @@ def submitted_job(steps: list[dict] | None = None, **fields) -> Job:
 
 
 def live_executor(
-    worker_id: str = EXECUTOR, *, slots: int = 1000, partitions=(0,), queues=("default",)
+    worker_id: str = EXECUTOR, *, slots: int = 1000, partitions=(0,), queues=None
 ) -> str:
-    """Register (or renew) an executor serving `queues`, so flow control has credits to
-    dispatch with."""
+    """Register (or renew) an executor serving `queues` (by default the test stack's,
+    JOBWEAVER_EXECUTOR_QUEUES), so flow control has credits to dispatch with."""
     flow.executor_heartbeat(
         worker_id=worker_id,
-        queues=list(queues),
+        queues=list(queues or settings.JOBWEAVER_EXECUTOR_QUEUES),
         slots=slots,
         partitions=list(partitions),
         joined=False,

@@ -11,6 +11,7 @@ from jobweaver.executor.models import ExecutionAttempt
 from jobweaver.executor.services import attempt_start
 from jobweaver.scheduler.dispatch import dispatch_due_jobs
 from jobweaver.scheduler.models import ExecutionStatus, JobExecution
+from jobweaver.scheduler.selectors import queues_without_executor, waiting_queues
 from jobweaver.scheduler.tests.factories import WORKER, live_executor, submitted_job
 
 pytestmark = pytest.mark.django_db
@@ -92,3 +93,19 @@ def test_a_stale_delivery_is_not_handed_back_twice(settings, monkeypatch):
 
     assert attempt_start(job_id=job.id, event_id=event_id, worker_id=WORKER) is None
     assert JobExecution.objects.get(job=job).redelivery_count == 1
+
+
+def test_a_queue_with_waiting_work_and_no_executor_is_named_where_operators_look(client):
+    live_executor(DEFAULT_POOL, slots=10, queues=["default"])
+    submitted_job(queueName="reports")
+    submitted_job(queueName="reports")
+    submitted_job()
+
+    assert waiting_queues() == ["default", "reports"]
+    assert queues_without_executor() == ["reports"]
+    ready = client.get("/readyz").json()
+    assert ready["queuesWithoutExecutor"] == ["reports"]
+    assert "queue 'reports' has waiting work and no live executor serving it" in ready["warnings"]
+
+    live_executor(GPU_POOL, slots=10, partitions=(1,), queues=["reports"])
+    assert queues_without_executor() == []
