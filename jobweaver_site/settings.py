@@ -288,14 +288,9 @@ JOBWEAVER_READYZ_DB_TIMEOUT_SECONDS = env.float("JOBWEAVER_READYZ_DB_TIMEOUT_SEC
 # itself: the probe starts no Django.
 
 # --- Python tasks through Django's Tasks API (ARCHITECTURE §13) -------------------------------
-# `@task` functions in installed apps' tasks modules run as TASK jobs. QUEUES are the queue
-# names tasks may use (DEP 14 `queue_name`; recorded on the job, all served by the executors).
-TASKS = {
-    "default": {
-        "BACKEND": "jobweaver.tasks.JobWeaverBackend",
-        "QUEUES": env.list("JOBWEAVER_TASK_QUEUES", default=["default"]),
-    }
-}
+# `@task` functions in installed apps' tasks modules run as TASK jobs. No QUEUES: a task may
+# name any valid queue (ARCHITECTURE §13a, §15), served by the executors of that queue.
+TASKS = {"default": {"BACKEND": "jobweaver.tasks.JobWeaverBackend"}}
 # A TASK payload {"task", "args", "kwargs"} as JSON, and a task's return value as JSON, at most.
 JOBWEAVER_TASK_MAX_PAYLOAD_BYTES = env.int("JOBWEAVER_TASK_MAX_PAYLOAD_BYTES", default=32 * 1024)
 JOBWEAVER_TASK_MAX_RESULT_BYTES = env.int("JOBWEAVER_TASK_MAX_RESULT_BYTES", default=256 * 1024)

@@ -29,7 +29,9 @@ TEST_ENVIRONMENT = {
     "JOBWEAVER_SHUTDOWN_GRACE_SECONDS": "2",
     # The test stack's executors serve every queue the suite's jobs use (ARCHITECTURE §15);
     # the routing tests start executors of other pools for queues outside this list.
-    "JOBWEAVER_EXECUTOR_QUEUES": "default,bulk,reports,mail,imports,emails,a,b,q1",
+    "JOBWEAVER_EXECUTOR_QUEUES": (
+        "default,bulk,reports,mail,imports,emails,a,b,q1,paused-bulk,paused-other,paused-race"
+    ),
 }
 for _name, _value in TEST_ENVIRONMENT.items():
     os.environ.setdefault(_name, _value)

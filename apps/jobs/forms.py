@@ -34,6 +34,12 @@ class JobSubmitForm(forms.Form):
         required=False, help_text="ISO-8601 with an offset, e.g. 2030-01-01T09:00:00Z; empty: now"
     )
     idempotency_key = forms.CharField(required=False, max_length=255)
+    queue_name = forms.CharField(
+        required=False,
+        max_length=64,
+        label="Queue",
+        help_text="the executors that serve this queue run the job; empty: default",
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -50,6 +56,7 @@ class JobSubmitForm(forms.Form):
             ("max_retry_count", "maxRetryCount"),
             ("timeout_seconds", "timeoutSeconds"),
             ("run_at", "runAt"),
+            ("queue_name", "queueName"),
         ):
             if data.get(field) not in (None, ""):
                 body[name] = data[field]

@@ -27,6 +27,7 @@ from django.utils.version import PY311
 
 from jobweaver.conf import settings
 from jobweaver.core.errors import InvalidRequest, JobNotFound
+from jobweaver.core.names import checked_queue_name
 from jobweaver.jobs.kinds import TASK, kind_of
 from jobweaver.jobs.python_tasks import priority
 from jobweaver.jobs.python_tasks.compat import (
@@ -78,6 +79,14 @@ class JobWeaverTask(Task):
 class JobWeaverBackend(TaskResultsBackend):
     task_class = JobWeaverTask
 
+    def __init__(self, alias: str, params: dict) -> None:
+        super().__init__(alias, params)
+        # DEP 14 restricts queue names to QUEUES, ["default"] when not given. JobWeaver routes
+        # by queue (ARCHITECTURE §15): without QUEUES every valid queue name is accepted; a
+        # QUEUES list, when given, restricts declarations only, never a stored job.
+        if "QUEUES" not in params:
+            self.queues = set()
+
     supports_defer = True
     supports_get_result = True
     supports_priority = True
@@ -87,6 +96,10 @@ class JobWeaverBackend(TaskResultsBackend):
 
     def validate_task(self, task: Task) -> None:
         super().validate_task(task)
+        try:
+            checked_queue_name(task.queue_name, "queue_name")
+        except InvalidRequest as exc:
+            raise InvalidTaskError(exc.message) from None
         max_retries = getattr(task, "max_retries", None)
         if max_retries is not None and not 0 <= max_retries <= settings.JOBWEAVER_MAX_RETRY_COUNT:
             raise InvalidTaskError(

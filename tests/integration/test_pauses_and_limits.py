@@ -406,7 +406,7 @@ def pause_mid_backlog_then_resume(
 
 def test_pausing_a_queue_mid_backlog_starts_nothing_more_until_resume(stack, rules, unique):
     settled_executors(stack)
-    bulk = f"bulk-{unique}"
+    bulk = "paused-bulk"  # one of the test stack's queues (settings_test), this test's alone
     # Enough that the executors' credits (twice their slots) leave work waiting in PostgreSQL.
     count = max(40, 4 * live_slots())
     job_ids = submit([sleep_job(queueName=bulk) for _ in range(count)])
@@ -415,7 +415,7 @@ def test_pausing_a_queue_mid_backlog_starts_nothing_more_until_resume(stack, rul
         scope="QUEUE",
         name=bulk,
         job_ids=job_ids,
-        control=[sleep_job(queueName=f"other-{unique}") for _ in range(4)],
+        control=[sleep_job(queueName="paused-other") for _ in range(4)],
     )
 
 
@@ -439,7 +439,7 @@ def test_deliveries_claimed_while_the_pause_commits_do_not_start_after_it(stack,
     receive the deliveries. Whatever the order the database then chooses, an attempt of the
     paused queue may only have started before the pause committed."""
     settled_executors(stack)
-    queue = f"race-{unique}"
+    queue = "paused-race"  # one of the test stack's queues (settings_test), this test's alone
     later = db_now() + timedelta(hours=1)  # not due: only this test's claim sends them
     job_ids = submit([sleep_job(queueName=queue, runAt=later.isoformat()) for _ in range(3)])
     with connection.cursor() as cursor:

@@ -136,6 +136,21 @@ def test_view_only_staff_see_the_desk_without_buttons_and_cannot_post(client):
     assert execution_of(job.id).status == "FAILED"
 
 
+def test_the_admin_submit_form_routes_to_a_queue(admin_client):
+    admin_client.post(
+        SUBMIT,
+        {
+            "job_type": "SIMULATION",
+            "steps": json.dumps([{"action": "LOG", "message": "on a GPU"}]),
+            "priority": 5,
+            "idempotency_key": "form-queue",
+            "queue_name": "gpu",
+        },
+    )
+
+    assert Job.objects.get(idempotency_key="form-queue").queue_name == "gpu"
+
+
 def test_submit_a_simulation_job_from_the_admin(admin_client):
     response = admin_client.post(
         SUBMIT,

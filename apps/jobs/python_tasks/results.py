@@ -8,7 +8,7 @@ runtime never imports the face.
 
 from __future__ import annotations
 
-from dataclasses import replace
+import copy
 
 from jobweaver.executor.models import AttemptOutcome, ExecutionAttempt
 from jobweaver.jobs.models import Job
@@ -89,13 +89,17 @@ class TaskResultsBackend(BaseTaskBackend):
         task_priority = job.task_priority
         if task_priority is None:  # submitted through the API or the CLI
             task_priority = priority.from_jobweaver(job.priority)
-        return replace(
-            registered,
-            priority=task_priority,
-            queue_name=job.queue_name,
-            run_after=job.run_at,
-            backend=self.alias,
-        )
+        # Not `dataclasses.replace`: it validates the copy against today's TASKS (its QUEUES),
+        # and a stored job must run and read back whatever the declarations now allow (§13a).
+        task = copy.copy(registered)
+        for name, value in (
+            ("priority", task_priority),
+            ("queue_name", job.queue_name),
+            ("run_after", job.run_at),
+            ("backend", self.alias),
+        ):
+            object.__setattr__(task, name, value)
+        return task
 
 
 FINISHED = {TaskResultStatus.SUCCESSFUL, TaskResultStatus.FAILED}

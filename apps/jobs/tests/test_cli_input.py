@@ -125,6 +125,12 @@ def test_payload_and_json_output(submit_job):
     assert detail["progress"] == {"stepsCompleted": 0, "totalSteps": 1}
 
 
+def test_queue_flag_routes_the_job(submit_job):
+    assert submit_job("--log", "on a GPU", "--queue", "gpu").code == 0
+    job = the_job()
+    assert (job.queue_name, job.execution.queue_name) == ("gpu", "gpu")
+
+
 def test_user_flag_submits_as_that_user(submit_job):
     user = get_user_model().objects.create_user("alice", password="x")
 
@@ -215,6 +221,7 @@ BAD_INPUT = [
     pytest.param(["--log", "a", "--priority", "10"], "--priority: priority must be", id="prio"),
     pytest.param(["--log", "a", "--max-retries", "-1"], "--max-retries: ", id="max-retries"),
     pytest.param(["--log", "a", "--timeout", "0"], "--timeout: timeoutSeconds", id="timeout"),
+    pytest.param(["--log", "a", "--queue", "GPU.eu"], "--queue: queueName must be", id="queue"),
     pytest.param(["--log", "a", "--idempotency-key", ""], "Idempotency-Key must be", id="key"),
     pytest.param(["--log", "a", "--user", "nobody"], "unknown user 'nobody'", id="user"),
     pytest.param(["--log", "a", "--wait-timeout", "5"], "--wait-timeout needs --wait", id="wt"),

@@ -212,16 +212,27 @@ def test_a_higher_priority_task_is_dispatched_first():
     assert str(first) == high.id
 
 
-def test_queues_are_validated_and_recorded():
-    with pytest.raises(InvalidTaskError, match="Queue 'emails' is not valid for backend"):
-        add.using(queue_name="emails")
-    queues = {
-        "default": {"BACKEND": "jobweaver.tasks.backend.JobWeaverBackend", "QUEUES": ["emails"]}
-    }
-    with override_settings(TASKS=queues):
-        result = add.using(queue_name="emails").enqueue(1, 2)
-        assert default_task_backend.get_result(result.id).task.queue_name == "emails"
+def test_without_queues_any_valid_queue_name_is_accepted_and_recorded():
+    result = add.using(queue_name="emails").enqueue(1, 2)
+
+    assert default_task_backend.get_result(result.id).task.queue_name == "emails"
     assert Job.objects.get(id=result.id).queue_name == "emails"
+    with pytest.raises(InvalidTaskError, match="lowercase letters"):
+        add.using(queue_name="Emails.EU")
+
+
+def test_a_queues_list_restricts_declarations_never_a_stored_job():
+    result = add.using(queue_name="reports").enqueue(2, 3)
+    only_default = {
+        "default": {"BACKEND": "jobweaver.tasks.JobWeaverBackend", "QUEUES": ["default"]}
+    }
+    with override_settings(TASKS=only_default):
+        with pytest.raises(InvalidTaskError, match="Queue 'reports' is not valid for backend"):
+            add.using(queue_name="reports")
+        # The stored job still reads back and runs (its queue's executors serve it).
+        assert default_task_backend.get_result(result.id).task.queue_name == "reports"
+        assert run_next_attempt(result.id) == "SUCCESS"
+        assert default_task_backend.get_result(result.id).return_value == 5
 
 
 def test_per_task_options_become_the_jobs_limits():

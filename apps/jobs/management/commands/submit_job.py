@@ -34,6 +34,7 @@ DEFAULT_WAIT_TIMEOUT_SECONDS = 600.0
 FIELD_FLAGS = (
     ("max_retries", "maxRetryCount", "--max-retries"),
     ("priority", "priority", "--priority"),
+    ("queue", "queueName", "--queue"),
     ("run_at", "runAt", "--run-at"),
     ("timeout", "timeoutSeconds", "--timeout"),
     ("unique_key", "uniqueKey", "--unique-key"),
@@ -188,6 +189,9 @@ class Command(JobWeaverCommand):
             "--run-at", metavar="ISO", help="not before this time, e.g. 2026-01-01T12:00:00Z"
         )
         fields.add_argument("--timeout", type=int, metavar="S", help="timeoutSeconds")
+        fields.add_argument(
+            "--queue", metavar="NAME", help="queueName: executors serving it run the job (§15)"
+        )
         fields.add_argument("--idempotency-key", metavar="K", help="as the Idempotency-Key header")
         fields.add_argument(
             "--unique-key",
