@@ -30,6 +30,8 @@ from tests.stack import ROOT, free_port, wait_for
 pytestmark = pytest.mark.integration
 
 WHEELHOUSE = ROOT / ".cache" / "wheels"
+# The host project's own files (its package is named `apps`, as many projects' is).
+HOST = Path(__file__).parent / "adoption_host"
 RUNTIME_LOCK = ROOT / ".cache" / "wheels" / "lock.txt"
 
 
@@ -98,56 +100,15 @@ def _drop_own_wheels() -> None:
         wheel.unlink()
 
 
-HOST_MODELS = '''
-from django.db import models
+HOST_MODELS = (HOST / "models.py-tpl").read_text()
 
+HOST_TASKS = (HOST / "tasks.py-tpl").read_text()
 
-class Receipt(models.Model):
-    """Written by the host's task: proof that JobWeaver ran the host's own code."""
+HOST_CELERY = (HOST / "celery.py-tpl").read_text()
 
-    order = models.CharField(max_length=50, unique=True)
-    amount = models.IntegerField()
-'''
+SHOW_RECEIPTS = (HOST / "show_receipts.py-tpl").read_text()
 
-HOST_TASKS = """
-from django_tasks import task
-
-from apps.jobs.models import Receipt
-
-
-@task()
-def issue_receipt(order: str, amount: int) -> int:
-    Receipt.objects.create(order=order, amount=amount)
-    return amount * 2
-"""
-
-HOST_CELERY = """
-from celery import Celery
-
-# The host's own Celery app, default and current: JobWeaver must never send through it.
-app = Celery("host", broker="memory://", set_as_current=True)
-"""
-
-SHOW_RECEIPTS = """
-from apps.jobs.models import Receipt
-
-print(sorted(Receipt.objects.values_list("order", flat=True)))
-"""
-
-ENQUEUE = """
-from django.db import transaction
-from apps.jobs.tasks import issue_receipt
-
-with transaction.atomic():
-    kept = issue_receipt.enqueue("order-1", 21)
-try:
-    with transaction.atomic():
-        issue_receipt.enqueue("order-2", 5)
-        raise RuntimeError("the host's transaction fails")
-except RuntimeError:
-    pass
-print(kept.id)
-"""
+ENQUEUE = (HOST / "enqueue.py-tpl").read_text()
 
 
 @pytest.fixture
