@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -44,6 +45,15 @@ def run(*argv, cwd=None, env=None, timeout=600) -> str:
 
 
 def build_wheels(dist: Path) -> list[Path]:
+    """Both wheels, built from a copy of the checkout's files (tracked, or new and not
+    ignored): setuptools builds in the source tree and reuses its build/ directory, so a
+    module deleted since an earlier build would ride along in the wheel."""
+    source = dist.parent / "source"
+    listed = run("git", "ls-files", "--cached", "--others", "--exclude-standard", cwd=ROOT)
+    for name in listed.splitlines():
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
     run(
         sys.executable,
         "-m",
@@ -53,9 +63,9 @@ def build_wheels(dist: Path) -> list[Path]:
         "--no-deps",
         "-w",
         dist,
-        ".",
-        "kombu_kafka/",
-        cwd=ROOT,
+        source,
+        source / "kombu_kafka",
+        cwd=source,
     )
     return sorted(dist.glob("*.whl"))
 
@@ -126,6 +136,10 @@ def host_database():
 def test_a_fresh_project_installs_the_wheels_and_runs_its_own_task(tmp_path, host_database):
     wheels = build_wheels(tmp_path / "dist")
     assert {w.name.split("-")[0] for w in wheels} == {"django_jobweaver", "kombu_kafka"}
+    packaged = run(sys.executable, "-m", "zipfile", "-l", wheels[0])
+    assert "jobweaver/engine/mover.py" in packaged
+    for absent in ("/tests/", "jobweaver_site", "apps/", "bench/"):
+        assert absent not in packaged, f"{absent} in the wheel"
     fill_wheelhouse(wheels)
     venv = tmp_path / "venv"
     started = time.monotonic()  # from `pip install` to the first task done (printed with -s)
