@@ -33,6 +33,7 @@ from jobweaver.core.kafka import RUN_JOB, event_producer, topic_name
 from jobweaver.core.logcontext import log_context
 from jobweaver.engine import claim, executions
 from jobweaver.engine.claim import credits as claim_credits
+from jobweaver.engine.claim import queues as claim_queues
 from jobweaver.engine.claim import rules as claim_rules
 from jobweaver.scheduler import run_job_message
 
@@ -160,7 +161,7 @@ def _claim(
     deliveries, the credits still free after them and the rows the claim left for their key's
     limit (`claim.Claims.left_for_limits`)."""
     claim.lock_dispatch(planned=job_ids is None)
-    credits, rule_rows = claim_credits.credits_and_rule_rows()
+    credits, rule_rows, queue_rows = claim_credits.credits_and_rule_rows()
     free = sum(max(credit.free, 0) for credit in credits)
     if free <= 0:
         if not credits:
@@ -179,17 +180,23 @@ def _claim(
             # leave them to the next wake-up (up to a second with nothing else moving).
             claim.notify_dispatch()
         rules = rules.for_given_jobs()  # the next full dispatch does that
+    queue_rules = claim_queues.queue_rules(queue_rows)
+    room = claim_queues.rooms(queue_rules)  # the capped queues', lowered as pools claim
     # Each pool of executors (those serving the same queues, ARCHITECTURE §15) claims only its
-    # queues' work, up to its own credits: one claim statement per pool, one with a single pool.
+    # open queues' work, up to its own credits: one claim statement per pool, one with a
+    # single pool. Several open queues share the pool's credits by weight (claim.queues).
     deliveries: list[Delivery] = []
     left_for_limits = 0
     for queues, pool in claim_credits.pools(credits):
-        room = limit - len(deliveries)
-        if room <= 0:
-            break
+        limit_left = min(limit - len(deliveries), sum(credit.free for credit in pool))
+        shares = claim_queues.shares(
+            pool, queues, queue_rules, room, paused=rules.paused_queues, limit=limit_left
+        )
+        if limit_left <= 0 or not shares:
+            continue
         # Where the n-th claim goes, chosen before the claim so that one statement records
         # it: `assign` is sequential, so its first k choices are the same for any count ≥ k.
-        targets = claim_credits.assign(min(room, sum(c.free for c in pool)), pool)
+        targets = claim_credits.assign(min(limit_left, sum(s.room for s in shares)), pool)
         claimed = claim.executions_claim(
             limit=len(targets),
             job_ids=job_ids,
@@ -197,8 +204,10 @@ def _claim(
             rules=rules,
             workers=[worker_id for worker_id, _ in targets],
             planned=job_ids is None,
-            queues=list(queues),
+            queues=[share.name for share in shares],
+            shares=shares if len(shares) > 1 else None,
         )
+        claim_queues.take(room, [one.queue_name for one in claimed])
         deliveries += [
             Delivery.traced(
                 str(one.job_id), str(one.event_id), partition, one.trace_id, one.waited_seconds

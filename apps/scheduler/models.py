@@ -244,3 +244,39 @@ class ConcurrencyLimit(models.Model):
 
     def __str__(self) -> str:
         return self.pattern
+
+
+# ARCHITECTURE §15: a queue's settings and their ranges (0 is no cap: pause the queue instead).
+QUEUE_MAX_RUNNING_RANGE = (1, 10_000)
+QUEUE_WEIGHT_RANGE = (1, 100)
+DEFAULT_QUEUE_WEIGHT = 1
+
+
+class Queue(models.Model):
+    """A queue's settings (ARCHITECTURE §15), set by operators: at most `max_running` of its
+    jobs dispatched or running at once across all executors (None: no cap), and its `weight`
+    in the share of credits of executors that serve it among other queues with waiting work.
+    A queue without a row has no cap and weight 1; its permission `change_queue` guards
+    changes."""
+
+    name = models.CharField(max_length=64, unique=True)
+    max_running = models.PositiveIntegerField(null=True, blank=True)
+    weight = models.PositiveSmallIntegerField(default=DEFAULT_QUEUE_WEIGHT)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(max_running__isnull=True)
+                | models.Q(max_running__range=QUEUE_MAX_RUNNING_RANGE),
+                name="jw_queue_max_running_range",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(weight__range=QUEUE_WEIGHT_RANGE),
+                name="jw_queue_weight_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name

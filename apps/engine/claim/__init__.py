@@ -4,18 +4,20 @@ A part of its own that the engine's core calls (like Oban's Smart engine or Rive
 `credits` (how much the live executors may be sent), `rules` (pauses and per-key limits), and
 here the claim itself — PENDING → DISPATCHED for the best due rows within the credits and the
 rules — with the set-aside and put-back that keep keys at their limit out of the claim's line.
-Every move goes through the engine's mover (transitions "dispatch", "set_aside", "put_back").
-Queues will add their rule here.
+`queues` (a cap per queue and the share of each queue in a pool's credits). Every move goes
+through the engine's mover (transitions "dispatch", "set_aside", "put_back").
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import NamedTuple
 
 from jobweaver.conf import settings
 from jobweaver.core.db import assert_in_transaction
+from jobweaver.engine.claim.queues import Share
 from jobweaver.engine.claim.rules import NO_RULES, DispatchRules
 from jobweaver.engine.mover import move_set
 from jobweaver.engine.store import claim as claim_rows
@@ -33,6 +35,7 @@ class Claim(NamedTuple):
     event_id: uuid.UUID
     trace_id: str  # the job's, carried by its run_job message and into the executor's logs
     waited_seconds: float  # from due (next_run_at) to dispatched, on the database clock
+    queue_name: str
 
 
 class Claims(list):
@@ -67,6 +70,7 @@ def executions_claim(
     workers: list[str] | None = None,
     planned: bool = False,
     queues: list[str] | None = None,
+    shares: Sequence[Share] | None = None,
 ) -> Claims:
     """Transition "dispatch" for up to `limit` due executions, highest priority first: one
     statement that claims (FOR UPDATE SKIP LOCKED, so concurrent dispatchers never take the same
@@ -77,8 +81,10 @@ def executions_claim(
     statement which executor the n-th claim is sent to; flow control counts its credits by it.
     `rules` leave paused queues and job types and keys at a limit out, and take at most a key's
     allowance of the rows found. `queues` (the queues the claiming executors serve) leaves every
-    other queue's work waiting. A claim of the line (no `job_ids`) sets the claim's planner
-    settings first, unless the caller did with its lock (`planned`)."""
+    other queue's work waiting; `shares` (claim.queues.shares, two or more) takes the work of
+    several open queues each within its room, shared between them by weight. A claim of the
+    line (no `job_ids`) sets the claim's planner settings first, unless the caller did with its
+    lock (`planned`)."""
     assert_in_transaction("executions_claim")
     assert workers is None or len(workers) >= limit, "a worker for every claim"
     claimed = move_set(
@@ -94,11 +100,12 @@ def executions_claim(
             planned=planned,
             dispatch_lease_seconds=settings.JOBWEAVER_DISPATCH_TIMEOUT_SECONDS,
             queues=queues,
+            shares=shares,
         ),
     )
     claims = Claims(
-        Claim(job_id, event_id, trace_id, float(waited))
-        for _, job_id, event_id, trace_id, waited, _ in claimed
+        Claim(job_id, event_id, trace_id, float(waited), queue_name)
+        for _, job_id, event_id, trace_id, waited, queue_name, _ in claimed
     )
     if claimed:
         claims.left_for_limits = claimed[0][-1] - len(claimed) if rules.allowances else 0

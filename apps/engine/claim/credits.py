@@ -11,7 +11,7 @@ transition table); the beat tick is the safety net.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from jobweaver.conf import settings
 from jobweaver.core.db import assert_in_transaction
@@ -24,6 +24,8 @@ class Credit:
     free: int
     partitions: list[int]
     queues: tuple[str, ...] = ("default",)  # the job queues the executor serves (§15)
+    # Its executions dispatched or running, per queue (the share of each queue, claim.queues).
+    in_flight: dict[str, int] = field(default_factory=dict)
 
 
 def _settings() -> dict:
@@ -40,18 +42,19 @@ def credits() -> list[Credit]:
     return credits_from(claim_rows.credits(**_settings()))
 
 
-def credits_and_rule_rows() -> tuple[list[Credit], list]:
-    """The credits and the rules' first rows (claim.rules.dispatch_rules takes them), read in
-    one statement after the dispatch lock."""
+def credits_and_rule_rows() -> tuple[list[Credit], list, list]:
+    """The credits, the rules' first rows (claim.rules.dispatch_rules takes them) and the
+    queues' settings (claim.queues.queue_rules takes them), read in one statement after the
+    dispatch lock."""
     assert_in_transaction("credits_and_rule_rows")
-    credit_rows, rule_rows = claim_rows.credits_and_rules(**_settings())
-    return credits_from(credit_rows), rule_rows
+    credit_rows, rule_rows, queue_rows = claim_rows.credits_and_rules(**_settings())
+    return credits_from(credit_rows), rule_rows, queue_rows
 
 
 def credits_from(rows) -> list[Credit]:
     return [
-        Credit(worker_id, free, _json(parts), tuple(sorted(_json(queues))))
-        for worker_id, free, parts, queues in rows
+        Credit(worker_id, free, _json(parts), tuple(sorted(_json(queues))), _json(flight) or {})
+        for worker_id, free, parts, queues, flight in rows
     ]
 
 

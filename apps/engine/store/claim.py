@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -26,6 +27,7 @@ from jobweaver.scheduler.models import (
     ExecutorRegistration,
     JobExecution,
     Pause,
+    Queue,
     status_literal,
 )
 
@@ -35,6 +37,10 @@ DISPATCH_LOCK_KEY = 0x4A_57_44_53  # "JWDS": one dispatcher at a time, cluster-w
 LOOK_AHEAD_ROWS = 32
 # How many of a key's rows in line `executions_put_back` reads to rank its set-aside work.
 IN_LINE_PROBE_ROWS = 32
+# What counts against credits and caps: executions dispatched or running.
+_IN_FLIGHT = (
+    f"{status_literal(ExecutionStatus.DISPATCHED)}, {status_literal(ExecutionStatus.RUNNING)}"
+)
 # The scope of the rules query's rows that name a key with rows set aside (not a Pause scope).
 SET_ASIDE_SCOPE = "SET_ASIDE"
 
@@ -49,6 +55,15 @@ class Allowance(Protocol):
     like: str
     count: int
     precedence: int
+
+
+class Share(Protocol):
+    """What the claim reads of jobweaver.engine.claim.queues.Share."""
+
+    name: str
+    weight: int
+    in_flight: int
+    room: int
 
 
 class Rules(Protocol):
@@ -76,28 +91,47 @@ def dispatch_planning() -> None:
         cursor.execute(f"SELECT {NO_BITMAP_SCANS}, {GENERIC_PLANS}")
 
 
-@named("SELECT the live executors' free credits and the rules' first rows, in one statement")
-def credits_and_rules(*, prefetch: int, ttl_seconds: float) -> tuple[list, list]:
-    """Credits as [worker_id, free, partitions, queues], rules as [scope, name, max_running,
-    max_per_second]. Read after the dispatch lock, in a statement of its own: a statement that
+@named("SELECT the live executors' credits, the rules' first rows and the queues' settings")
+def credits_and_rules(*, prefetch: int, ttl_seconds: float) -> tuple[list, list, list]:
+    """Credits as [worker_id, free, partitions, queues, in flight per queue], rules as [scope,
+    name, max_running, max_per_second], queues as [name, max_running, weight, in flight (when
+    capped)]. Read after the dispatch lock, in a statement of its own: a statement that
     waited for the lock would not see the claims of the dispatch it waited for."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
             SELECT
-                (SELECT json_agg(json_build_array(c.worker_id, c.free, c.partitions, c.queues)
+                (SELECT json_agg(json_build_array(c.worker_id, c.free, c.partitions, c.queues,
+                                                  c.in_flight)
                                  ORDER BY c.worker_id)
                  FROM ({_credits_sql(prefetch, ttl_seconds)}) AS c),
                 (SELECT json_agg(json_build_array(r.scope, r.name, r.max_running,
                                                   r.max_per_second))
-                 FROM ({rules_sql()}) AS r)
+                 FROM ({rules_sql()}) AS r),
+                (SELECT json_agg(json_build_array(q.name, q.max_running, q.weight, q.in_flight))
+                 FROM ({_queues_sql()}) AS q)
             """
         )
-        credit_rows, rule_rows = cursor.fetchone()
-    return credit_rows or [], rule_rows or []
+        credit_rows, rule_rows, queue_rows = cursor.fetchone()
+    return credit_rows or [], rule_rows or [], queue_rows or []
 
 
-@named("SELECT the live executors' free credits: (worker_id, free, partitions) by worker id")
+@functools.lru_cache(maxsize=1)
+def _queues_sql() -> str:
+    """The queues' settings; for a capped queue, its executions dispatched or running on any
+    executor, live or not (they count until the rescue takes them back)."""
+    executions = JobExecution._meta.db_table
+    return f"""
+        SELECT s.name, s.max_running, s.weight,
+            CASE WHEN s.max_running IS NOT NULL THEN (
+                SELECT count(*) FROM {executions} e
+                WHERE e.status IN ({_IN_FLIGHT}) AND e.queue_name = s.name
+            ) END AS in_flight
+        FROM {Queue._meta.db_table} s
+        """
+
+
+@named("SELECT the live executors' free credits: (worker_id, free, partitions, …) by worker id")
 def credits(*, prefetch: int, ttl_seconds: float) -> list:
     with connection.cursor() as cursor:
         cursor.execute(_credits_sql(prefetch, ttl_seconds))
@@ -118,12 +152,15 @@ def _credits_sql(prefetch: int, ttl_seconds: float) -> str:
     executions = JobExecution._meta.db_table
     return f"""
         SELECT r.worker_id, r.slots * {int(prefetch)} - COALESCE(f.in_flight, 0) AS free,
-            r.partitions, r.queues
+            r.partitions, r.queues, COALESCE(f.by_queue, '{{}}'::json) AS in_flight
         FROM {registrations} r
         LEFT JOIN (
-            SELECT worker_id, count(*) AS in_flight FROM {executions}
-            WHERE status IN ({status_literal(ExecutionStatus.DISPATCHED)},
-                             {status_literal(ExecutionStatus.RUNNING)})
+            SELECT worker_id, sum(n) AS in_flight, json_object_agg(queue_name, n) AS by_queue
+            FROM (
+                SELECT worker_id, queue_name, count(*) AS n FROM {executions}
+                WHERE status IN ({_IN_FLIGHT})
+                GROUP BY worker_id, queue_name
+            ) AS per_queue
             GROUP BY worker_id
         ) f USING (worker_id)
         WHERE r.{_live_filter_sql(ttl_seconds)}
@@ -230,8 +267,13 @@ def executions_claim(
     planned: bool,
     dispatch_lease_seconds: float,
     queues: list[str] | None = None,
+    shares: Sequence[Share] | None = None,
 ) -> list[tuple]:
-    """Rows (n, job_id, event_id, trace_id, waited seconds, rows read) in claim order."""
+    """Rows (n, job_id, event_id, trace_id, waited seconds, queue, rows read) in claim order.
+
+    `shares` (two or more open queues of a pool, apps/engine/claim/queues.py): the claim takes
+    each queue's work up to its room, shared between the queues by weight (`_due_shared`);
+    then `queues` and the paused queues are not read."""
     assert workers is None or len(workers) >= limit, "a worker for every claim"
     (source,) = transition.sources
     # In line and due: the rows a claim may take, before its filters.
@@ -243,16 +285,16 @@ def executions_claim(
     # With a queue or a job type paused, the claim looks a few rows down the line, and reads
     # it per queue and job type when paused work fills them (`_due_per_open_line`): filtered
     # out of the one line, a paused backlog ahead of the rest was read on every claim.
-    by_line = bool(rules.paused_queues or rules.paused_job_types) and job_ids is None
+    by_line = bool(rules.paused_queues or rules.paused_job_types) and job_ids is None and not shares
     due_params = [due_by] if due_by is not None else []
     filters = [("AND job_id = ANY(%s)", job_ids)] if job_ids is not None else []
-    if queues is not None:
+    if queues is not None and not shares:  # shares read each queue's line on its own
         # Only work of the queues the claiming executors serve (ARCHITECTURE §15).
         filters.append(("AND queue_name = ANY(%s)", queues))
     filters += [
         (clause, values)
         for clause, values in (
-            ("AND queue_name <> ALL(%s)", () if by_line else rules.paused_queues),
+            ("AND queue_name <> ALL(%s)", () if by_line or shares else rules.paused_queues),
             ("AND job_type <> ALL(%s)", () if by_line else rules.paused_job_types),
             ("AND (concurrency_key IS NULL OR concurrency_key <> ALL(%s))", rules.blocked_keys),
         )
@@ -261,13 +303,46 @@ def executions_claim(
     scan_filters = " ".join(clause for clause, _ in filters)
     filter_params = [list(values) for _, values in filters]
     line_params = [*due_params, *filter_params]
-    params = list(line_params)
-    if by_line:
+    table = JobExecution._meta.db_table
+    line = f"""
+            SELECT id, priority, next_run_at, concurrency_key FROM {table}
+            WHERE {due_in_line} {scan_filters}
+            """
+    if shares:
+        due, params = _due_shared(
+            table,
+            shares,
+            limit,
+            line=line.replace("concurrency_key FROM", "concurrency_key, queue_name FROM"),
+            line_params=line_params,
+            by_ids=job_ids is not None,
+            due_in_line=due_in_line,
+            due_params=due_params,
+            job_types=_open_job_types(rules.paused_job_types),
+        )
+    elif by_line:
+        due = _due_per_open_line(
+            table,
+            waiting,
+            line,
+            limit,
+            look_ahead=LOOK_AHEAD_ROWS,
+            due_in_line=due_in_line,
+            filters=scan_filters,
+        )
         # `_due_per_open_line`'s parameters in the order of its text: the look down the line
         # (the due time), what of it is open (the paused, the filters), the claim of that (the
         # line's), the open lines (the paused) and the claim line by line (the line's).
         paused = [list(rules.paused_queues), list(rules.paused_job_types)]
         params = [*due_params, *paused, *filter_params, *line_params, *paused, *line_params]
+    else:
+        due = f"""due AS (
+                {line}
+                ORDER BY priority DESC, next_run_at
+                LIMIT {int(limit)}
+                FOR UPDATE SKIP LOCKED
+            )"""
+        params = list(line_params)
     within_allowances = ""
     if rules.allowances:
         # A key's n-th row in claim order is taken while n is within its allowance.
@@ -294,35 +369,12 @@ def executions_claim(
         ]
     params.append(workers or [])
     dispatch_lease = float(dispatch_lease_seconds)
-    table = JobExecution._meta.db_table
     jobs = JobExecution._meta.get_field("job").related_model._meta.db_table
     # The statuses, the limit and the dispatch lease are written in, not passed: one plan
     # per limit, not a custom plan per call (bench/NOTES.md).
     if job_ids is None and not planned:
         dispatch_planning()
     with connection.cursor() as cursor:
-        line = f"""
-            SELECT id, priority, next_run_at, concurrency_key FROM {table}
-            WHERE {due_in_line} {scan_filters}
-            """
-        due = (
-            _due_per_open_line(
-                table,
-                waiting,
-                line,
-                limit,
-                look_ahead=LOOK_AHEAD_ROWS,
-                due_in_line=due_in_line,
-                filters=scan_filters,
-            )
-            if by_line
-            else f"""due AS (
-                {line}
-                ORDER BY priority DESC, next_run_at
-                LIMIT {int(limit)}
-                FOR UPDATE SKIP LOCKED
-            )"""
-        )
         cursor.execute(
             f"""
             WITH {"RECURSIVE " if by_line else ""}{due}{within_allowances},
@@ -339,7 +391,7 @@ def executions_claim(
                 lease_expires_at = clock_timestamp() + make_interval(secs => {dispatch_lease!r})
             FROM numbered, {jobs} AS j WHERE e.id = numbered.id AND j.id = e.job_id
             RETURNING numbered.n, e.job_id, e.current_event_id, j.trace_id,
-                GREATEST(EXTRACT(EPOCH FROM e.dispatched_at - e.next_run_at), 0),
+                GREATEST(EXTRACT(EPOCH FROM e.dispatched_at - e.next_run_at), 0), e.queue_name,
                 {"(SELECT count(*) FROM due)" if rules.allowances else "0"}
             """,
             params,
@@ -449,6 +501,76 @@ def executions_put_back(transition: Transition, rules: Rules) -> int:
         )
         moved = cursor.rowcount
     return moved
+
+
+def _open_job_types(paused: tuple[str, ...]) -> list[str]:
+    job_type = JobExecution._meta.get_field("job").related_model._meta.get_field("job_type")
+    return [value for value, _ in job_type.choices if value not in paused]
+
+
+def _due_shared(
+    table: str,
+    shares: Sequence[Share],
+    limit: int,
+    *,
+    line: str,
+    line_params: list,
+    by_ids: bool,
+    due_in_line: str,
+    due_params: list,
+    job_types: list[str],
+) -> tuple[str, list]:
+    """The claim's `due` rows and their parameters when a pool's credits are shared between
+    queues (apps/engine/claim/queues.py): each queue's best rows up to its room, chosen in
+    the order of (its work in flight + n) / its weight for its n-th row, so that the slots
+    fill in proportion to the weights and a queue with nothing due takes none.
+
+    Each (queue, job type) line is read on its own through jw_execution_queue_line, so no
+    queue's backlog is read for another; the chosen rows are then locked (SKIP LOCKED: a row
+    another transaction holds is left for the next claim). `line` selects the queue too."""
+    shares_sql = """shares(queue_name, weight, in_flight, room) AS (
+                SELECT * FROM unnest(%s::text[], %s::int[], %s::int[], %s::int[])
+            )"""
+    share_params = [
+        [share.name for share in shares],
+        [share.weight for share in shares],
+        [share.in_flight for share in shares],
+        [share.room for share in shares],
+    ]
+    if by_ids:
+        # A few given jobs (the submit's fast path): read by id, not line by line.
+        candidates = (
+            f"SELECT * FROM ({line}) AS line WHERE queue_name IN (SELECT queue_name FROM shares)"
+        )
+        candidate_params = list(line_params)
+    else:
+        candidates = f"""SELECT line.* FROM shares CROSS JOIN unnest(%s::text[]) AS open(job_type)
+                CROSS JOIN LATERAL (
+                    {line} AND queue_name = shares.queue_name AND job_type = open.job_type
+                    ORDER BY priority DESC, next_run_at
+                    LIMIT {int(limit)}
+                ) AS line"""
+        candidate_params = [job_types, *line_params]
+    due = f"""{shares_sql},
+            candidates AS (
+                SELECT c.id, c.queue_name, c.priority, c.next_run_at, row_number() OVER (
+                    PARTITION BY c.queue_name ORDER BY c.priority DESC, c.next_run_at
+                ) AS nth
+                FROM ({candidates}) AS c
+            ),
+            chosen AS (
+                SELECT c.id FROM candidates c JOIN shares s USING (queue_name)
+                WHERE c.nth <= s.room
+                ORDER BY (s.in_flight + c.nth)::float8 / s.weight, s.weight DESC,
+                    c.priority DESC, c.next_run_at
+                LIMIT {int(limit)}
+            ),
+            due AS (
+                SELECT id, priority, next_run_at, concurrency_key FROM {table}
+                WHERE id = ANY(ARRAY(SELECT id FROM chosen)) AND {due_in_line}
+                FOR UPDATE SKIP LOCKED
+            )"""
+    return due, [*share_params, *candidate_params, *due_params]
 
 
 def _key_lines(table: str, condition: str, keys: str) -> str:

@@ -82,14 +82,10 @@ LOOK_AHEADS = pytest.mark.parametrize(
 )
 
 
-@LOOK_AHEADS
-def test_while_a_queue_is_paused_the_open_queues_share_one_line_by_priority(
-    settings, monkeypatch, look_ahead
-):
-    """With a pause the claim looks down the line, or reads it per queue and job type
-    (the claim's _due_per_open_line); what it takes must still be the best of all open queues,
-    up to the credits, in priority order."""
-    monkeypatch.setattr(claim_rows, "LOOK_AHEAD_ROWS", look_ahead)
+def test_while_a_queue_is_paused_the_other_queues_of_its_pool_share_the_credits(settings):
+    """A pool serving a paused queue and two open ones: the open queues share its credits
+    (apps/engine/claim/queues.py: equal weights, so turn by turn), each taking its best work
+    first, and the paused queue takes none."""
     settings.JOBWEAVER_DISPATCH_PREFETCH = 1
     paused = [submitted_job(queueName="bulk", priority=9).id for _ in range(5)]
     queue_pause(scope="QUEUE", name="bulk")
@@ -122,35 +118,32 @@ def task_job(**fields):
 
 @LOOK_AHEADS
 @pytest.mark.parametrize("queue_paused", [False, True], ids=["", "and-a-queue"])
-def test_while_a_job_type_is_paused_the_other_work_shares_one_line_by_priority(
+def test_while_a_job_type_is_paused_a_pool_takes_its_queues_open_work_by_priority(
     settings, monkeypatch, queue_paused, look_ahead
 ):
-    """A paused job type's work ahead of everything else, in the same queues as the open work:
-    the claim takes the best open work of every queue, in priority order, up to the credits,
-    and none of the paused; a resume lets it go first again."""
+    """A paused job type's work ahead of everything else in the one queue a pool serves, and
+    another queue's work ahead too (paused or not): the claim, looking down the line or reading
+    it per queue and job type, takes the pool's best open work up to its credits, in priority
+    order, and none of the paused; a resume lets that go first again."""
     monkeypatch.setattr(claim_rows, "LOOK_AHEAD_ROWS", look_ahead)
     settings.JOBWEAVER_DISPATCH_PREFETCH = 1
-    tasks = [task_job(queueName=q, priority=9).job.id for q in ("a", "b", "a")]
+    tasks = [task_job(queueName="a", priority=9).job.id for _ in range(3)]
     queue_pause(scope="JOB_TYPE", name="TASK")
     bulk = [submitted_job(queueName="bulk", priority=9).id for _ in range(2)]
     if queue_paused:
         queue_pause(scope="QUEUE", name="bulk")
-    a = {p: submitted_job(queueName="a", priority=p).id for p in (3, 7, 5)}
-    b = {p: submitted_job(queueName="b", priority=p).id for p in (8, 1, 6)}
-    first = [*(() if queue_paused else bulk), b[8], a[7], b[6]][:3]
-    live_executor(slots=3)
+    a = {p: submitted_job(queueName="a", priority=p).id for p in (3, 7, 5, 8)}
+    live_executor(slots=3, queues=["a"])
 
-    assert dispatch_due_jobs(publish=lambda messages: None) == first
+    assert dispatch_due_jobs(publish=lambda messages: None) == [a[8], a[7], a[5]]
     assert {execution_of(j).status for j in tasks} == {ExecutionStatus.PENDING}
 
-    live_executor(slots=9)
-    dispatch_due_jobs(publish=lambda messages: None)
-    assert {execution_of(j).status for j in tasks} == {ExecutionStatus.PENDING}
-    open_work = [*a.values(), *b.values(), *(() if queue_paused else bulk)]
-    assert {execution_of(j).status for j in open_work} == {ExecutionStatus.DISPATCHED}
+    live_executor(slots=9, queues=["a"])
+    assert dispatch_due_jobs(publish=lambda messages: None) == [a[3]]
+    assert {execution_of(j).status for j in [*tasks, *bulk]} == {ExecutionStatus.PENDING}
 
     queue_resume(scope="JOB_TYPE", name="TASK")
-    live_executor(slots=20)
+    live_executor(slots=20, queues=["a"])
     assert set(dispatch_due_jobs(publish=lambda messages: None)) == set(tasks)
     no_violations()
 

@@ -10,8 +10,9 @@ import pytest
 from jobweaver.executor.models import ExecutionAttempt
 from jobweaver.executor.services import attempt_start
 from jobweaver.scheduler.dispatch import dispatch_due_jobs
-from jobweaver.scheduler.models import ExecutionStatus, JobExecution
+from jobweaver.scheduler.models import ExecutionStatus, JobExecution, PauseScope, Queue
 from jobweaver.scheduler.selectors import queues_without_executor, waiting_queues
+from jobweaver.scheduler.services import queue_pause
 from jobweaver.scheduler.tests.factories import WORKER, live_executor, submitted_job
 
 pytestmark = pytest.mark.django_db
@@ -50,12 +51,102 @@ def test_work_of_a_queue_nobody_serves_waits_unattempted(monkeypatch):
     assert set(dispatch_due_jobs(publish=lambda deliveries: None)) == {j.id for j in waiting}
 
 
-def test_an_executor_serving_several_queues_takes_the_best_work_of_all_of_them():
+def test_an_executor_serving_several_queues_takes_each_queues_best_work():
     live_executor(DEFAULT_POOL, slots=1, queues=["default", "gpu"])  # prefetch 2: two credits
     submitted_job(queueName="default", priority=1)
     urgent = [submitted_job(queueName=q, priority=9) for q in ("gpu", "default")]
 
     assert set(dispatch_due_jobs(publish=lambda deliveries: None)) == {j.id for j in urgent}
+
+
+# --- a queue's cap and weight (apps/engine/claim/queues.py) ------------------------------------
+
+
+def _dispatched_per_queue() -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for queue in JobExecution.objects.filter(status=ExecutionStatus.DISPATCHED).values_list(
+        "queue_name", flat=True
+    ):
+        counts[queue] = counts.get(queue, 0) + 1
+    return counts
+
+
+def _flood(queue: str, count: int, **fields) -> list:
+    return [submitted_job(queueName=queue, **fields) for _ in range(count)]
+
+
+def test_a_queue_never_has_more_than_its_max_running_in_flight_across_pools():
+    Queue.objects.create(name="reports", max_running=3)
+    live_executor(DEFAULT_POOL, slots=10, queues=["reports"])
+    live_executor(GPU_POOL, slots=10, partitions=(1,), queues=["reports", "default"])
+    _flood("reports", 10)
+    others = _flood("default", 4)
+
+    dispatch_due_jobs(publish=lambda deliveries: None)
+    assert _dispatched_per_queue() == {"reports": 3, "default": 4}
+
+    # Nothing more while three are in flight; one finishing (here: handed back) frees one.
+    assert dispatch_due_jobs(publish=lambda deliveries: None) == []
+    done = JobExecution.objects.filter(queue_name="reports", status="DISPATCHED").first()
+    JobExecution.objects.filter(pk=done.pk).update(status=ExecutionStatus.COMPLETED)
+    assert len(dispatch_due_jobs(publish=lambda deliveries: None)) == 1
+    assert _dispatched_per_queue()["reports"] == 3
+    assert {o.id for o in others} <= set(
+        JobExecution.objects.filter(status="DISPATCHED").values_list("job_id", flat=True)
+    )
+
+
+def test_the_fast_path_after_a_submit_keeps_the_cap_too():
+    Queue.objects.create(name="reports", max_running=1)
+    live_executor(DEFAULT_POOL, slots=10, queues=["reports"])
+    first, second = _flood("reports", 2)
+
+    assert dispatch_due_jobs(job_ids=[first.id], publish=lambda d: None) == [first.id]
+    assert dispatch_due_jobs(job_ids=[second.id], publish=lambda d: None) == []
+
+
+def test_a_pool_shares_its_credits_between_waiting_queues_by_weight():
+    Queue.objects.create(name="a", weight=3)
+    live_executor(DEFAULT_POOL, slots=8, queues=["a", "b"])  # prefetch 2: 16 credits
+    _flood("a", 30)
+    _flood("b", 30)
+
+    dispatch_due_jobs(publish=lambda deliveries: None)
+
+    assert _dispatched_per_queue() == {"a": 12, "b": 4}
+
+
+def test_a_flooded_queue_gives_way_to_a_queue_whose_work_arrives_later():
+    live_executor(DEFAULT_POOL, slots=4, queues=["a", "b"])  # 8 credits
+    _flood("a", 30)
+    dispatch_due_jobs(publish=lambda deliveries: None)
+    assert _dispatched_per_queue() == {"a": 8}  # nothing else waits: a takes every credit
+
+    _flood("b", 10, priority=1)  # a lower priority does not keep it behind a's flood
+    for execution in JobExecution.objects.filter(status="DISPATCHED")[:4]:
+        JobExecution.objects.filter(pk=execution.pk).update(status=ExecutionStatus.COMPLETED)
+    dispatch_due_jobs(publish=lambda deliveries: None)
+
+    assert _dispatched_per_queue() == {"a": 4, "b": 4}
+
+
+def test_a_queue_with_nothing_due_leaves_its_share_to_the_others():
+    Queue.objects.create(name="a", weight=100)
+    live_executor(DEFAULT_POOL, slots=5, queues=["a", "b"])
+    _flood("b", 20)
+
+    assert len(dispatch_due_jobs(publish=lambda deliveries: None)) == 10
+
+
+def test_a_paused_queue_of_a_pool_leaves_the_pool_to_its_other_queues():
+    queue_pause(scope=PauseScope.QUEUE, name="a")
+    live_executor(DEFAULT_POOL, slots=5, queues=["a", "b"])
+    _flood("a", 20)
+    _flood("b", 20)
+
+    dispatch_due_jobs(publish=lambda deliveries: None)
+
+    assert _dispatched_per_queue() == {"b": 10}
 
 
 def test_a_delivery_for_a_queue_this_executor_does_not_serve_goes_back_in_line(
