@@ -1,4 +1,4 @@
-"""The scheduler's admin: job executions (read-only), pauses and concurrency limits.
+"""The scheduler's admin: job executions (read-only), pauses, concurrency limits and queues.
 
 Operators act on jobs from the Job admin (Retry, Cancel); the execution list answers "what is
 due, what is running, whose lease is about to expire".
@@ -13,7 +13,8 @@ from django.http import HttpRequest
 
 from jobweaver.core.admin_tools import ExactSearchMixin, ReadOnlyAdmin
 from jobweaver.core.errors import InvalidRequest
-from jobweaver.scheduler.models import ConcurrencyLimit, JobExecution, Pause
+from jobweaver.scheduler.models import ConcurrencyLimit, JobExecution, Pause, Queue
+from jobweaver.scheduler.selectors import queue_counts
 from jobweaver.scheduler.services import (
     concurrency_limit_check,
     concurrency_limit_delete,
@@ -21,6 +22,9 @@ from jobweaver.scheduler.services import (
     queue_pause,
     queue_pause_check,
     queue_resume,
+    queue_settings_check,
+    queue_settings_delete,
+    queue_settings_set,
 )
 
 
@@ -58,6 +62,7 @@ class JobExecutionAdmin(ExactSearchMixin, ReadOnlyAdmin):
 
 CHANGE_PAUSE = "jobweaver_scheduler.change_pause"
 CHANGE_LIMIT = "jobweaver_scheduler.change_concurrencylimit"
+CHANGE_QUEUE = "jobweaver_scheduler.change_queue"
 
 
 def _form_error(error: InvalidRequest) -> forms.ValidationError:
@@ -184,3 +189,85 @@ class ConcurrencyLimitAdmin(admin.ModelAdmin):
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
         for pattern in queryset.values_list("pattern", flat=True):
             concurrency_limit_delete(pattern=pattern)
+
+
+# --- queues -----------------------------------------------------------------------------------
+# A queue's settings (its cap and weight, ARCHITECTURE §15), through the services like the API
+# and `manage.py queues`; the list also shows each queue's work and executors now. A queue with
+# no settings has no cap and weight 1: deleting its row sets it back to that.
+
+
+class QueueForm(forms.ModelForm):
+    class Meta:
+        model = Queue
+        fields = ["name", "max_running", "weight"]
+        help_texts = {
+            "max_running": "at most this many of its jobs dispatched or running across all "
+            "executors; empty: no cap (to stop it, pause the queue)",
+            "weight": "its share (1-100) of executors that serve it and other queues with work "
+            "waiting, in proportion to theirs",
+        }
+
+    def clean(self):
+        cleaned = super().clean()
+        if not self.errors:
+            try:
+                queue_settings_check(
+                    name=cleaned.get("name") or self.instance.name,
+                    max_running=cleaned.get("max_running"),
+                    weight=cleaned.get("weight"),
+                )
+            except InvalidRequest as error:
+                raise _form_error(error) from None
+        return cleaned
+
+
+@admin.register(Queue)
+class QueueAdmin(admin.ModelAdmin):
+    form = QueueForm
+    list_display = ["name", "max_running", "weight", "waiting", "running", "executors", "paused"]
+    search_fields = ["name"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        # Each row's work and executors now, counted in the list's one statement.
+        return super().get_queryset(request).annotate(**queue_counts())
+
+    @admin.display(description="waiting", ordering="waiting_now")
+    def waiting(self, queue: Queue) -> int:
+        return queue.waiting_now
+
+    @admin.display(description="dispatched or running", ordering="running_now")
+    def running(self, queue: Queue) -> int:
+        return queue.running_now
+
+    @admin.display(description="live executors")
+    def executors(self, queue: Queue) -> int:
+        return queue.executors_now
+
+    @admin.display(description="paused", boolean=True)
+    def paused(self, queue: Queue) -> bool:
+        return queue.paused_now
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None):
+        return ["name"] if obj is not None else []
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm(CHANGE_QUEUE)
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return request.user.has_perm(CHANGE_QUEUE)
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return request.user.has_perm(CHANGE_QUEUE)
+
+    def save_model(self, request: HttpRequest, obj: Queue, form, change: bool) -> None:
+        queue = queue_settings_set(name=obj.name, max_running=obj.max_running, weight=obj.weight)
+        obj.pk, obj.updated_at = queue.pk, queue.updated_at
+        obj._state.adding = False
+
+    def delete_model(self, request: HttpRequest, obj: Queue) -> None:
+        queue_settings_delete(name=obj.name)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+        for name in queryset.values_list("name", flat=True):
+            queue_settings_delete(name=name)

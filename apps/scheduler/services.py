@@ -1,5 +1,5 @@
 """The operator's actions (API, admin, CLI): retry, cancel and run now on executions; pause and
-resume a queue or job type; set and remove concurrency limits.
+resume a queue or job type; set and remove concurrency limits; set a queue's cap and weight.
 
 Each is one transaction around a transition of the engine (apps/engine/executions.py); a retried
 job is dispatched right after commit. What pauses and limits mean for dispatch:
@@ -17,7 +17,15 @@ from jobweaver.core.errors import InvalidRequest
 from jobweaver.core.names import checked_key, checked_queue_name
 from jobweaver.engine import claim, executions
 from jobweaver.scheduler.dispatch import dispatch_job_now
-from jobweaver.scheduler.models import ConcurrencyLimit, JobExecution, Pause, PauseScope
+from jobweaver.scheduler.models import (
+    QUEUE_MAX_RUNNING_RANGE,
+    QUEUE_WEIGHT_RANGE,
+    ConcurrencyLimit,
+    JobExecution,
+    Pause,
+    PauseScope,
+    Queue,
+)
 
 MAX_LIMIT_VALUE = 1_000_000
 
@@ -149,6 +157,61 @@ def concurrency_limit_set(
 def concurrency_limit_delete(*, pattern: str) -> bool:
     """Remove the limit of `pattern`; False when there was none."""
     deleted, _ = ConcurrencyLimit.objects.filter(pattern=checked_key(pattern, "pattern")).delete()
+    if deleted:
+        claim.notify_dispatch()
+    return bool(deleted)
+
+
+# --- queues -------------------------------------------------------------------------------------
+
+# A field of queue_settings_set that was not given (None is a value: no cap).
+UNCHANGED = object()
+
+
+def _in_range(value, field: str, bounds: tuple[int, int], *, nullable: bool) -> int | None:
+    low, high = bounds
+    if value is None and nullable:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        null = ", or null" if nullable else ""
+        raise InvalidRequest(f"{field} must be an integer from {low} to {high}{null}")
+    return value
+
+
+def queue_settings_check(*, name, max_running=UNCHANGED, weight=UNCHANGED) -> dict:
+    """The checks of `queue_settings_set` without writing anything: the fields to change, by
+    model field, or InvalidRequest. 0 is no cap: pausing the queue is how to stop it."""
+    checked_queue_name(name, "name")
+    changes = {}
+    if max_running is not UNCHANGED:
+        changes["max_running"] = _in_range(
+            max_running, "maxRunning", QUEUE_MAX_RUNNING_RANGE, nullable=True
+        )
+    if weight is not UNCHANGED:
+        changes["weight"] = _in_range(weight, "weight", QUEUE_WEIGHT_RANGE, nullable=False)
+    if not changes:
+        raise InvalidRequest("give maxRunning, weight or both")
+    return changes
+
+
+@transaction.atomic
+def queue_settings_set(*, name: str, max_running=UNCHANGED, weight=UNCHANGED) -> Queue:
+    """Change the fields given of a queue's settings (the others stay; a queue without settings
+    gets them): its cap across all executors and its weight (ARCHITECTURE §15). Applies from the
+    next dispatch on, which a raised cap or a new weight wakes at once."""
+    changes = queue_settings_check(name=name, max_running=max_running, weight=weight)
+    queue, _ = Queue.objects.get_or_create(name=name)
+    for field, value in changes.items():
+        setattr(queue, field, value)
+    queue.save(update_fields=[*changes, "updated_at"])  # a concurrent change of the other stays
+    claim.notify_dispatch()
+    return queue
+
+
+@transaction.atomic
+def queue_settings_delete(*, name: str) -> bool:
+    """A queue back to no cap and weight 1; False when it had no settings."""
+    deleted, _ = Queue.objects.filter(name=checked_queue_name(name, "name")).delete()
     if deleted:
         claim.notify_dispatch()
     return bool(deleted)

@@ -8,9 +8,11 @@ camelCase, strict JSON). What they mean for dispatch: apps/engine/claim/rules.py
   GET    /api/limits                    {"limits": [...]}, by pattern
   PUT    /api/limits/{pattern}          {"maxRunning"?, "maxPerSecond"?} → 201 new, 200 replaced
   DELETE /api/limits/{pattern}          → 204; 404 when there is no such limit
+  GET    /api/queues                    {"queues": [...]}, by name (ARCHITECTURE §15)
+  PUT    /api/queues/{name}             {"maxRunning"?, "weight"?} → 200 with the queue
 
-Reading needs an authenticated user; changing needs scheduler.change_pause or
-scheduler.change_concurrencylimit (staff status grants nothing).
+Reading needs an authenticated user; changing needs scheduler.change_pause,
+scheduler.change_concurrencylimit or scheduler.change_queue (staff status grants nothing).
 """
 
 from __future__ import annotations
@@ -29,18 +31,24 @@ from jobweaver.scheduler.selectors import (
     limit_to_dict,
     pause_list,
     pause_to_dict,
+    queue_get,
+    queue_list,
 )
 from jobweaver.scheduler.services import (
+    UNCHANGED,
     concurrency_limit_delete,
     concurrency_limit_set,
     queue_pause_ensure,
     queue_resume,
+    queue_settings_set,
 )
 
 CHANGE_PAUSE = ("jobweaver_scheduler.change_pause",)
 CHANGE_LIMIT = ("jobweaver_scheduler.change_concurrencylimit",)
 PAUSE_FIELDS = {"scope", "name", "reason"}
 LIMIT_FIELDS = {"maxRunning", "maxPerSecond"}
+CHANGE_QUEUE = ("jobweaver_scheduler.change_queue",)
+QUEUE_FIELDS = {"maxRunning", "weight"}
 
 
 def _fields(body, allowed: set[str], required: set[str] = frozenset()) -> dict:
@@ -167,3 +175,40 @@ class LimitDetailView(ControlView):
         if not concurrency_limit_delete(pattern=pattern):
             raise JobNotFound(f"no limit for pattern {pattern!r}")
         return Response(status=204)
+
+
+class QueueListView(ControlView):
+    @extend_schema(
+        operation_id="queues_list",
+        summary="Every queue with work, a live executor or settings: its jobs waiting and "
+        "running (yours, or all with view_all_jobs), executors, cap, weight and pause",
+        responses={200: schema.QueueList, **schema.COMMON_ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        no_query_parameters(request)
+        return Response({"queues": queue_list(user=request.user)})
+
+
+class QueueDetailView(ControlView):
+    required_permissions = {"PUT": CHANGE_QUEUE}
+
+    @extend_schema(
+        operation_id="queues_set",
+        summary="Change a queue's cap across all executors (maxRunning) or its weight in the "
+        "share of executors serving several queues; the fields given change, the others stay",
+        parameters=[schema.QUEUE_NAME],
+        request=schema.QueueRequest,
+        responses={
+            200: schema.QueueDetail,
+            413: schema.SUBMIT_ERRORS[413],
+            **schema.COMMON_ERRORS,
+        },
+    )
+    def put(self, request: Request, name: str) -> Response:
+        body = _fields(read_json_body(request), QUEUE_FIELDS)
+        queue_settings_set(
+            name=name,
+            max_running=body.get("maxRunning", UNCHANGED),
+            weight=body.get("weight", UNCHANGED),
+        )
+        return Response(queue_get(name, user=request.user))

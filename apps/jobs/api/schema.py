@@ -17,7 +17,7 @@ from jobweaver.conf import settings
 from jobweaver.core import names
 from jobweaver.jobs import validation
 from jobweaver.jobs.kinds import all_kinds
-from jobweaver.scheduler.models import ExecutionStatus
+from jobweaver.scheduler.models import QUEUE_MAX_RUNNING_RANGE, QUEUE_WEIGHT_RANGE, ExecutionStatus
 from jobweaver.scheduler.services import MAX_LIMIT_VALUE
 
 STATUSES = ExecutionStatus.values
@@ -303,8 +303,8 @@ class PauseRequest(serializers.Serializer):
     scope = serializers.ChoiceField(choices=["QUEUE", "JOB_TYPE"])
     name = serializers.CharField(
         max_length=names.MAX_QUEUE_NAME_CHARS,
-        help_text='QUEUE: a queue name (letters, digits, ".", "_", "-"); JOB_TYPE: SIMULATION '
-        "or TASK",
+        help_text='QUEUE: a queue name (lowercase letters, digits, "_", "-"); JOB_TYPE: '
+        "SIMULATION or TASK",
     )
     reason = serializers.CharField(
         max_length=200, required=False, allow_blank=True, allow_null=True
@@ -351,6 +351,43 @@ class LimitList(serializers.Serializer):
     limits = LimitDetail(many=True)
 
 
+class QueueRequest(serializers.Serializer):
+    """Any of the two (the fields given change, the others stay)."""
+
+    maxRunning = serializers.IntegerField(
+        min_value=QUEUE_MAX_RUNNING_RANGE[0],
+        max_value=QUEUE_MAX_RUNNING_RANGE[1],
+        required=False,
+        allow_null=True,
+        help_text="at most this many of the queue's jobs dispatched or running across all "
+        "executors; null: no cap (0 is refused: pause the queue instead)",
+    )
+    weight = serializers.IntegerField(
+        min_value=QUEUE_WEIGHT_RANGE[0],
+        max_value=QUEUE_WEIGHT_RANGE[1],
+        required=False,
+        help_text="its share of the credits of executors that serve it and other queues with "
+        "work waiting, in proportion to theirs",
+    )
+
+
+class QueueDetail(serializers.Serializer):
+    name = serializers.CharField()
+    waiting = serializers.IntegerField(help_text="jobs PENDING (yours, or all with view_all_jobs)")
+    running = serializers.IntegerField(help_text="jobs dispatched or running")
+    executors = serializers.IntegerField(help_text="live executors serving the queue")
+    maxRunning = serializers.IntegerField(allow_null=True)
+    weight = serializers.IntegerField()
+    paused = serializers.BooleanField()
+
+
+class QueueList(serializers.Serializer):
+    queues = QueueDetail(many=True)
+
+
+QUEUE_NAME = OpenApiParameter(
+    "name", OpenApiTypes.STR, OpenApiParameter.PATH, description="the queue's name"
+)
 PAUSE_SCOPE = OpenApiParameter(
     "scope", OpenApiTypes.STR, OpenApiParameter.PATH, enum=["QUEUE", "JOB_TYPE"]
 )

@@ -31,6 +31,8 @@ urlpatterns = [
     path("pauses", controls.PauseListCreateView.as_view(), name="pause-list"),
     path("pauses/<str:scope>/<str:name>", controls.PauseDetailView.as_view(), name="pause-detail"),
     path("limits", controls.LimitListView.as_view(), name="limit-list"),
+    path("queues", controls.QueueListView.as_view(), name="queue-list"),
+    path("queues/<str:name>", controls.QueueDetailView.as_view(), name="queue-detail"),
     # A pattern may hold "/" (sent as %2F, decoded before routing) as well as "*".
     path("limits/<anytext:pattern>", controls.LimitDetailView.as_view(), name="limit-detail"),
 ]

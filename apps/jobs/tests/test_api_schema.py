@@ -47,6 +47,7 @@ def test_the_schema_is_openapi_3_and_describes_every_operation(client):
         ("GET", "/api/pauses"), ("POST", "/api/pauses"), ("DELETE", "/api/pauses/{scope}/{name}"),
         ("GET", "/api/limits"), ("PUT", "/api/limits/{pattern}"),
         ("DELETE", "/api/limits/{pattern}"),
+        ("GET", "/api/queues"), ("PUT", "/api/queues/{name}"),
     }  # fmt: skip
     assert api_operations({"paths": ours}) == expected
     for path, operations in ours.items():

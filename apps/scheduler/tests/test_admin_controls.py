@@ -1,4 +1,4 @@
-"""The Pause and ConcurrencyLimit admins: pages render, adding pauses through queue_pause
+"""The Pause, ConcurrencyLimit and Queue admins: pages render, adding pauses through queue_pause
 (unstarted deliveries are taken back), deleting resumes, limits save through
 concurrency_limit_set, and bad input is a form error that changes nothing."""
 
@@ -8,9 +8,14 @@ import pytest
 from django.urls import reverse
 
 from jobweaver.accounts.tests.helpers import make_user
-from jobweaver.scheduler.models import ConcurrencyLimit, ExecutionStatus, Pause
+from jobweaver.scheduler.models import ConcurrencyLimit, ExecutionStatus, Pause, Queue
 from jobweaver.scheduler.services import concurrency_limit_set, queue_pause
-from jobweaver.scheduler.tests.factories import dispatched, execution_of, submitted_job
+from jobweaver.scheduler.tests.factories import (
+    dispatched,
+    execution_of,
+    live_executor,
+    submitted_job,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -185,3 +190,72 @@ def test_the_change_permissions_are_enough_to_act(client):
     assert (paused.status_code, limited.status_code) == (302, 302)
     assert Pause.objects.get().paused_by == user.username
     assert ConcurrencyLimit.objects.get().max_running == 1
+
+
+# --- queues --------------------------------------------------------------------------------------
+
+QUEUES = reverse("admin:jobweaver_scheduler_queue_changelist")
+ADD_QUEUE = reverse("admin:jobweaver_scheduler_queue_add")
+
+
+def test_the_queue_list_shows_each_queues_settings_work_and_executors(admin_client):
+    live_executor("host-a:1", slots=1, queues=["reports", "default"])
+    live_executor("host-b:2", slots=1, queues=["gpu"])
+    Queue.objects.create(name="reports", max_running=3, weight=4)
+    for _ in range(3):
+        submitted_job(queueName="reports")
+    dispatched(submitted_job(queueName="reports").id)  # to the test stack's executor, too
+
+    page = admin_client.get(QUEUES)
+
+    assert page.status_code == 200
+    [row] = [r for r in page.context["cl"].result_list]
+    assert (row.name, row.max_running, row.weight) == ("reports", 3, 4)
+    assert (row.waiting_now, row.running_now, row.executors_now, row.paused_now) == (
+        3,
+        1,
+        2,
+        False,
+    )
+    assert admin_client.get(ADD_QUEUE).status_code == 200
+
+
+def test_adding_changing_and_deleting_a_queue_goes_through_the_services(admin_client):
+    response = admin_client.post(ADD_QUEUE, {"name": "reports", "max_running": "2", "weight": "3"})
+    assert response.status_code == 302, response.content
+    queue = Queue.objects.get()
+    assert (queue.max_running, queue.weight) == (2, 3)
+
+    change = reverse("admin:jobweaver_scheduler_queue_change", args=[queue.pk])
+    response = admin_client.post(change, {"max_running": "", "weight": "5"})
+    assert response.status_code == 302, response.content
+    queue.refresh_from_db()
+    assert (queue.max_running, queue.weight) == (None, 5)
+
+    delete = reverse("admin:jobweaver_scheduler_queue_delete", args=[queue.pk])
+    assert admin_client.post(delete, {"post": "yes"}).status_code == 302
+    assert not Queue.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"name": "Reports", "weight": "1"}, "lowercase"),
+        ({"name": "reports", "max_running": "0", "weight": "1"}, "from 1 to 10000"),
+        ({"name": "reports", "max_running": "10001", "weight": "1"}, "from 1 to 10000"),
+        ({"name": "reports", "weight": "101"}, "from 1 to 100"),
+    ],
+)
+def test_a_bad_queue_is_a_form_error(admin_client, fields, message):
+    response = admin_client.post(ADD_QUEUE, fields)
+    assert response.status_code == 200
+    assert message in response.content.decode()
+    assert not Queue.objects.exists()
+
+
+def test_changing_a_queue_needs_change_queue(client):
+    Queue.objects.create(name="reports", weight=2)
+    staff = staff_client(client, "jobweaver_scheduler.view_queue")
+    assert staff.get(QUEUES).status_code == 200
+    assert staff.post(ADD_QUEUE, {"name": "other", "weight": "1"}).status_code == 403
+    assert list(Queue.objects.values_list("name", "weight")) == [("reports", 2)]
