@@ -40,6 +40,7 @@ from jobweaver.scheduler.selectors import (
     limit_to_dict,
     pause_list,
     pause_to_dict,
+    queue_list,
     queues_without_executor,
 )
 from jobweaver.scheduler.services import queue_resume
@@ -124,6 +125,7 @@ def dashboard_context() -> dict:
         "pauses": pause_list(),
         "limits": concurrency_limit_list(),
         "queues_without_executor": queues_without_executor(),
+        "queues": queue_list(),
         "refresh_seconds": REFRESH_SECONDS,
     }
 
@@ -147,6 +149,7 @@ def _figures(context: dict) -> dict:
             for e in context["executors"]
         ],
         "queuesWithoutExecutor": context["queues_without_executor"],
+        "queues": context["queues"],
         "kafka": {
             "ok": kafka.ok,
             "error": kafka.error or None,

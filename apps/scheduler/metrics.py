@@ -1,6 +1,8 @@
 """Cluster-wide gauges, computed at scrape time from PostgreSQL and Kafka (served by the web's
-/metrics): jobs by status, the oldest due job's age, live executors, their slots and free
-credits (ARCHITECTURE §4a), and the consumer lag of each run-job and scheduler partition.
+/metrics): jobs by status, the oldest due job's age, per queue its due work and the age of its
+oldest (what an autoscaler of a pool scales on: the Helm chart's KEDA ScaledObject), live
+executors, their slots and free credits (ARCHITECTURE §4a), and the consumer lag of each
+run-job and scheduler partition.
 
 They describe the whole deployment, not one process, so only the web serves them; with several
 web replicas every replica reports the same values (use max() in queries, not sum()). Consumer
@@ -24,7 +26,7 @@ from jobweaver.core.kafka import RUN_JOB, SCHEDULER, common_config, topic_name
 from jobweaver.engine.claim import credits as claim_credits
 from jobweaver.scheduler import flow
 from jobweaver.scheduler.models import ExecutionStatus, JobExecution
-from jobweaver.scheduler.selectors import waiting_queues
+from jobweaver.scheduler.selectors import queue_due_work, waiting_queues
 
 logger = logging.getLogger(__name__)
 
@@ -83,11 +85,26 @@ class ClusterCollector(Collector):
         )
         for queue in waiting_queues():
             unserved.add_metric([queue], 0 if queue in served else 1)
+        waiting = GaugeMetricFamily(
+            "jobweaver_queue_waiting",
+            "Due PENDING jobs of a queue (a queue without a series has none)",
+            labels=["queue"],
+        )
+        oldest = GaugeMetricFamily(
+            "jobweaver_queue_oldest_due_age_seconds",
+            "How long the oldest due PENDING job of a queue has waited",
+            labels=["queue"],
+        )
+        for queue, (count, age) in sorted(queue_due_work().items()):
+            waiting.add_metric([queue], count)
+            oldest.add_metric([queue], age)
         with transaction.atomic():  # credits are counted inside a transaction (no lock: a read)
             free = sum(max(credit.free, 0) for credit in claim_credits.credits())
         return [
             jobs,
             unserved,
+            waiting,
+            oldest,
             GaugeMetricFamily(
                 "jobweaver_oldest_due_job_age_seconds",
                 "How long the oldest due PENDING job has waited (0 when none)",

@@ -20,6 +20,8 @@ from jobweaver.dashboard.tests.helpers import (
 )
 from jobweaver.jobs.models import Job
 from jobweaver.jobs.services import job_retry
+from jobweaver.scheduler.models import Queue
+from jobweaver.scheduler.services import queue_pause
 from jobweaver.scheduler.tests.factories import live_executor, started
 
 pytestmark = pytest.mark.django_db
@@ -79,6 +81,26 @@ def test_live_endpoint_returns_the_panels_and_figures_that_change(admin_client):
     assert "jw-tile" in after["html"]
     assert after["figures"]["database"]["ok"] is True
     assert isinstance(after["figures"]["kafka"]["topics"], list)
+
+
+def test_the_dashboard_shows_each_queues_work_executors_and_settings(admin_client):
+    Queue.objects.create(name="reports", max_running=1, weight=3)
+    live_executor("dash-host:1", slots=4, queues=["reports"])
+    submitted_job(queueName="reports")
+    started(submitted_job(queueName="reports").id)
+    queue_pause(scope="QUEUE", name="reports")
+
+    response = admin_client.get(DASHBOARD)
+
+    [reports] = [q for q in response.context["queues"] if q["name"] == "reports"]
+    assert reports == {
+        "name": "reports", "waiting": 1, "running": 1, "executors": 2, "maxRunning": 1,
+        "weight": 3, "paused": True,
+    }  # fmt: skip
+    table = response.content.decode().split('id="jw-queues"')[1].split("</table>")[0]
+    assert "reports" in table and "at cap" in table and "paused" in table
+    live = admin_client.get(LIVE).json()
+    assert reports in live["figures"]["queues"]
 
 
 def test_dead_letter_desk_groups_by_final_error_and_retries_a_group(admin_client):

@@ -42,3 +42,36 @@ def test_the_oldest_due_gauge_reads_up_to_the_first_due_job_not_every_delayed_on
 
     assert any("Index Cond" in line and "next_run_at" in line for line in plan), plan
     assert not any("Filter" in line and "next_run_at" in line for line in plan), plan
+
+
+def test_the_per_queue_gauges_count_each_queues_due_work_and_its_oldest_age():
+    """What a pool's autoscaler reads (the Helm chart's KEDA triggers): due work per queue and
+    the age of its oldest, delayed work left out."""
+    from prometheus_client import CollectorRegistry
+
+    from jobweaver.scheduler.metrics import ClusterCollector
+
+    def submit(queue: str, count: int, **fields) -> None:
+        spec = parse_job_request(
+            {
+                "jobType": "SIMULATION",
+                "payload": {"steps": [{"action": "LOG", "message": "x"}]},
+                "queueName": queue,
+                **fields,
+            }
+        )
+        job_submit_batch(specs=[spec] * count)
+
+    submit("reports", 3)
+    submit("bulk", 2)
+    submit("bulk", 4, runAt=(timezone.now() + timedelta(days=1)).isoformat())
+    registry = CollectorRegistry()
+    registry.register(ClusterCollector())
+
+    def value(name: str, queue: str):
+        return registry.get_sample_value(name, {"queue": queue})
+
+    assert value("jobweaver_queue_waiting", "reports") == 3
+    assert value("jobweaver_queue_waiting", "bulk") == 2
+    assert value("jobweaver_queue_waiting", "default") is None
+    assert 0 <= value("jobweaver_queue_oldest_due_age_seconds", "bulk") < 60
