@@ -21,7 +21,18 @@ from tests.stack import skip_or_fail_without
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "compose.yaml"
 INSTALL_HINT = "apt-get install -y --no-install-recommends docker-compose"
-EXPECTED_SERVICES = {"postgres", "kafka", "migrate", "web", "scheduler", "executor", "beat"}
+EXPECTED_SERVICES = {
+    "postgres",
+    "kafka",
+    "migrate",
+    "web",
+    "scheduler",
+    "executor",
+    "executor-bulk",
+    "beat",
+}
+# Executor pools (issue 31): each service serves its own queues and scales on its own.
+EXECUTOR_POOLS = {"executor": ["default"], "executor-bulk": ["bulk"]}
 REQUIRED_SECRETS = {"DJANGO_SECRET_KEY": "compose-test-secret", "POSTGRES_PASSWORD": "compose-test"}
 
 
@@ -104,7 +115,27 @@ def test_every_service_has_a_health_check_and_one_beat(compose):
     assert services["postgres"]["image"].startswith("postgres:16")
     assert services["kafka"]["image"].startswith("apache/kafka:4.")
     assert services["beat"].get("deploy", {}).get("replicas", 1) == 1
-    assert services["executor"]["deploy"]["replicas"] >= 1  # and `--scale executor=N`
+    for pool in EXECUTOR_POOLS:
+        assert services[pool]["deploy"]["replicas"] >= 1  # and `--scale <pool>=N`
+
+
+def test_each_executor_pool_serves_its_own_queues(compose):
+    services = compose_services(compose)
+    pools = {
+        name: service
+        for name, service in services.items()
+        if service.get("command", [])[:5]
+        == ["python", "manage.py", "jobweaver", "worker", "executor"]
+    }
+    assert set(pools) == set(EXECUTOR_POOLS)
+    for name, queues in EXECUTOR_POOLS.items():
+        command = pools[name]["command"]
+        # On the command line, not by JOBWEAVER_EXECUTOR_QUEUES: every service shares one
+        # environment, which would move all pools at once.
+        assert command[5:] == ["--queues", ",".join(queues)], command
+        assert pools[name]["healthcheck"]["test"][-2:] == ["probe", "executor"]
+        # Warm shutdown needs the same grace in every pool.
+        assert pools[name]["stop_grace_period"] == services["executor"]["stop_grace_period"]
 
 
 def _dry_run(command: list[str]) -> list[list[str]]:
@@ -128,10 +159,10 @@ def test_every_service_command_exists_in_the_project(compose):
     services = compose_services(compose)
     commands = [
         step
-        for name in ("migrate", "web", "scheduler", "executor", "beat")
+        for name in ("migrate", "web", "scheduler", *EXECUTOR_POOLS, "beat")
         for step in _dry_run(services[name]["command"])
     ]
-    assert len(commands) == 7
+    assert len(commands) == 8
     for command in commands:
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, f"{command}: {done.stderr[-2000:]}"

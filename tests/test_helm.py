@@ -1,7 +1,8 @@
 """The Helm chart (deploy/helm/jobweaver) lints and renders with the default values and the
 production example, and what it renders keeps the rules of issue 13: executors outlive their
 shutdown grace, exactly one beat with Recreate, migrations as a pre-install/pre-upgrade hook,
-probes everywhere, credentials only by Secret reference.
+probes everywhere, credentials only by Secret reference. Executors come in pools, one
+Deployment each serving its queues, optionally scaled by a KEDA ScaledObject (issue 31).
 
 helm is built once into .cache/bin by `infra/stack.sh test-tools` (make test does it)."""
 
@@ -55,6 +56,27 @@ def env_of(container: dict) -> dict:
     return {entry["name"]: entry.get("value", entry.get("valueFrom")) for entry in container["env"]}
 
 
+POOL_LABEL = "jobweaver/executor-pool"
+
+
+def of_pools(docs: list[dict], kind: str) -> dict[str, dict]:
+    """The executor pools' objects of one kind, by pool name."""
+    return {
+        doc["metadata"]["labels"][POOL_LABEL]: doc
+        for doc in docs
+        if doc["kind"] == kind and POOL_LABEL in doc["metadata"]["labels"]
+    }
+
+
+def write_values(tmp_path: Path, values: dict) -> str:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return str(path)
+
+
+KEDA_ON = {"enabled": True, "serverAddress": "http://prometheus.monitoring:9090"}
+
+
 @pytest.mark.parametrize("values", [[], [str(PRODUCTION)]], ids=["default", "production"])
 def test_chart_lints_and_renders_by_the_rules(helm, values):
     lint = run(helm, "lint", "--strict", str(CHART), *[a for v in values for a in ("-f", v)])
@@ -72,14 +94,17 @@ def test_chart_lints_and_renders_by_the_rules(helm, values):
             assert set(env["DJANGO_SECRET_KEY"]) == {"secretKeyRef"}
             assert set(env["DATABASE_URL"]) == {"secretKeyRef"}
 
-    executor = objects[("Deployment", "executor")]["spec"]["template"]["spec"]
-    grace = float(env_of(executor["containers"][0])["JOBWEAVER_SHUTDOWN_GRACE_SECONDS"])
-    assert executor["terminationGracePeriodSeconds"] > grace
-    assert any(
-        doc["kind"] == "PodDisruptionBudget"
-        and doc["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == "executor"
-        for doc in docs
-    )
+    executors = of_pools(docs, "Deployment")
+    budgets = of_pools(docs, "PodDisruptionBudget")
+    assert {"default", "bulk"} <= set(executors)
+    assert set(budgets) == set(executors)
+    for pool, deployment in executors.items():
+        executor = deployment["spec"]["template"]["spec"]
+        grace = float(env_of(executor["containers"][0])["JOBWEAVER_SHUTDOWN_GRACE_SECONDS"])
+        assert executor["terminationGracePeriodSeconds"] > grace
+        # Each pool's budget covers its own pods only: a rollout of one pool never eats the
+        # other's allowance.
+        assert budgets[pool]["spec"]["selector"] == deployment["spec"]["selector"]
     beat = objects[("Deployment", "beat")]["spec"]
     assert beat["replicas"] == 1 and beat["strategy"] == {"type": "Recreate"}
     job = objects[("Job", "migrate")]
@@ -97,6 +122,154 @@ def test_chart_refuses_a_grace_period_shorter_than_the_shutdown_grace(helm):
 def test_schema_rejects_a_second_beat(helm):
     done = run(helm, "template", "jw", str(CHART), "--set", "beat.replicas=2")
     assert done.returncode != 0 and "replicas" in done.stderr
+
+
+def test_default_render_has_an_executor_pool_per_queue(helm):
+    docs = render(helm)
+    executors = of_pools(docs, "Deployment")
+
+    assert set(executors) == {"default", "bulk"}
+    for pool, replicas in (("default", 3), ("bulk", 1)):
+        deployment = executors[pool]
+        assert deployment["metadata"]["name"] == f"jw-jobweaver-executor-{pool}"
+        assert deployment["spec"]["replicas"] == replicas
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        assert container["command"][-3:] == ["executor", "--queues", pool]
+        # The selectors differ, so the pools' ReplicaSets never adopt each other's pods.
+        assert deployment["spec"]["selector"]["matchLabels"][POOL_LABEL] == pool
+    assert not [doc for doc in docs if doc["kind"] == "ScaledObject"]
+
+
+def test_keda_renders_a_scaled_object_per_pool_for_its_deployment(helm, tmp_path):
+    values = write_values(
+        tmp_path,
+        {
+            "executor": {
+                "pools": [
+                    {"name": "default", "queues": ["default"], "replicas": 2},
+                    {"name": "bulk", "queues": ["bulk", "reports"], "replicas": 1},
+                ],
+                "autoscaling": {"keda": {**KEDA_ON, "metricSelector": 'namespace="jobs"'}},
+            }
+        },
+    )
+    lint = run(helm, "lint", "--strict", str(CHART), "-f", values)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    docs = render(helm, values)
+    executors = of_pools(docs, "Deployment")
+    scaled = of_pools(docs, "ScaledObject")
+
+    assert set(scaled) == set(executors) == {"default", "bulk"}
+    for pool, matcher in (("default", 'queue=~"default"'), ("bulk", 'queue=~"bulk|reports"')):
+        spec = scaled[pool]["spec"]
+        assert scaled[pool]["apiVersion"] == "keda.sh/v1alpha1"
+        assert spec["scaleTargetRef"]["name"] == executors[pool]["metadata"]["name"]
+        assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (1, 6)
+        # KEDA owns the count: a rendered one would reset it on every upgrade.
+        assert "replicas" not in executors[pool]["spec"]
+        queries = {trigger["name"]: trigger["metadata"] for trigger in spec["triggers"]}
+        assert set(queries) == {"waiting-jobs", "oldest-due-age"}
+        for trigger in spec["triggers"]:
+            assert trigger["type"] == "prometheus"
+            metadata = trigger["metadata"]
+            assert metadata["serverAddress"] == KEDA_ON["serverAddress"]
+            assert f'{{{matcher},namespace="jobs"}}' in metadata["query"]
+            assert isinstance(metadata["threshold"], str)
+        assert queries["waiting-jobs"]["threshold"] == "20"
+        assert queries["oldest-due-age"]["threshold"] == "60"
+
+
+def test_keda_is_enabled_pool_by_pool(helm, tmp_path):
+    values = write_values(
+        tmp_path,
+        {
+            "executor": {
+                "pools": [
+                    {"name": "default", "queues": ["default"], "replicas": 2},
+                    {
+                        "name": "bulk",
+                        "queues": ["bulk"],
+                        "autoscaling": {
+                            "keda": {**KEDA_ON, "maxReplicaCount": 6, "oldestDueAgeSeconds": 0}
+                        },
+                    },
+                ],
+            }
+        },
+    )
+    docs = render(helm, values)
+    executors = of_pools(docs, "Deployment")
+    scaled = of_pools(docs, "ScaledObject")
+
+    assert set(scaled) == {"bulk"}
+    assert scaled["bulk"]["spec"]["maxReplicaCount"] == 6
+    # A threshold of 0 drops that trigger.
+    assert [trigger["name"] for trigger in scaled["bulk"]["spec"]["triggers"]] == ["waiting-jobs"]
+    assert executors["default"]["spec"]["replicas"] == 2
+
+
+@pytest.mark.parametrize(
+    ("pool", "where"),
+    [
+        ({"name": "bulk", "queues": ["bulk"], "replicas": -1}, "/executor/pools/0/replicas"),
+        ({"name": "bulk", "queues": ["bulk"], "replica": 2}, "'replica' not allowed"),
+        ({"name": "bulk", "queues": []}, "/executor/pools/0/queues"),
+        ({"name": "bulk", "queues": ["Bulk.Reports"]}, "/executor/pools/0/queues/0"),
+        ({"name": "Bulk_Pool", "queues": ["bulk"]}, "/executor/pools/0/name"),
+        (
+            {"name": "bulk", "queues": ["bulk"], "autoscaling": {"keda": {"minReplicas": 0}}},
+            "'minReplicas' not allowed",
+        ),
+    ],
+    ids=["negative-replicas", "unknown-key", "no-queue", "bad-queue", "bad-name", "bad-keda"],
+)
+def test_schema_rejects_a_bad_pool(helm, tmp_path, pool, where):
+    values = write_values(tmp_path, {"executor": {"pools": [pool]}})
+
+    done = run(helm, "template", "jw", str(CHART), "-f", values)
+
+    assert done.returncode != 0 and "values don't meet the specifications" in done.stderr
+    assert where in done.stderr, done.stderr
+
+
+def test_replicas_moved_into_the_pools(helm):
+    done = run(helm, "template", "jw", str(CHART), "--set", "executor.replicas=3")
+    assert done.returncode != 0 and "'replicas' not allowed" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("executor", "message"),
+    [
+        (
+            {"pools": [{"name": "a", "queues": ["a"]}, {"name": "a", "queues": ["b"]}]},
+            'two pools are named "a"',
+        ),
+        ({"autoscaling": {"keda": {"enabled": True}}}, "set serverAddress"),
+        (
+            {"autoscaling": {"keda": {**KEDA_ON, "minReplicaCount": 5, "maxReplicaCount": 2}}},
+            "minReplicaCount must not exceed maxReplicaCount",
+        ),
+        (
+            {
+                "autoscaling": {
+                    "keda": {**KEDA_ON, "waitingJobsPerReplica": 0, "oldestDueAgeSeconds": 0}
+                }
+            },
+            "nothing to scale on",
+        ),
+        (
+            {"pools": [{"name": "default", "queues": ["default"], "replicas": 13}]},
+            "kafka.runJobPartitions (12) must be at least the executors of all pools",
+        ),
+    ],
+    ids=["duplicate-name", "no-server", "min-over-max", "no-trigger", "more-than-partitions"],
+)
+def test_chart_refuses_pools_that_cannot_work(helm, tmp_path, executor, message):
+    values = write_values(tmp_path, {"executor": executor})
+
+    done = run(helm, "template", "jw", str(CHART), "-f", values)
+
+    assert done.returncode != 0 and message in done.stderr, done.stderr
 
 
 def exported_metric_names() -> set[str]:
@@ -130,3 +303,17 @@ def test_alerts_and_dashboard_use_only_exported_metrics():
     for expr in [*alerts.values(), *queries]:
         used = set(re.findall(r"\bjobweaver_[a-z_]+", expr))
         assert used and used <= exported, f"{expr}: unknown {used - exported}"
+
+
+def test_keda_queries_use_only_exported_metrics(helm, tmp_path):
+    values = write_values(tmp_path, {"executor": {"autoscaling": {"keda": KEDA_ON}}})
+    scaled = [doc for doc in render(helm, values) if doc["kind"] == "ScaledObject"]
+    queries = [
+        trigger["metadata"]["query"] for doc in scaled for trigger in doc["spec"]["triggers"]
+    ]
+
+    assert queries
+    exported = exported_metric_names()
+    for query in queries:
+        used = set(re.findall(r"\bjobweaver_[a-z_]+", query))
+        assert used and used <= exported, f"{query}: unknown {used - exported}"

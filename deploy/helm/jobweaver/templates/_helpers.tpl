@@ -14,6 +14,19 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 app.kubernetes.io/name: {{ .root.Chart.Name }}
 app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
+{{- with .pool }}
+jobweaver/executor-pool: {{ . }}
+{{- end }}
+{{- end -}}
+
+{{/* An executor pool's KEDA settings, as YAML: executor.autoscaling.keda with the pool's own
+keys over it, one by one (sprig's merge would not let a pool's `false` or `0` win). */}}
+{{- define "jobweaver.poolKeda" -}}
+{{- $keda := deepCopy (.root.Values.executor.autoscaling.keda | default dict) }}
+{{- range $key, $value := ((.pool.autoscaling | default dict).keda | default dict) }}
+{{- $_ := set $keda $key $value }}
+{{- end }}
+{{- toYaml $keda }}
 {{- end -}}
 
 {{/* Everything a JobWeaver container needs: image, environment, security, /tmp. */}}
