@@ -44,7 +44,10 @@ class Topics:
         self._known.add(topic)
 
     def _ready(self, topic: str) -> bool:
-        metadata = self.admin.list_topics(topic, timeout=ADMIN_TIMEOUT).topics.get(topic)
+        # The metadata of every topic, not of this one: a request naming a topic that does not
+        # exist makes a broker with auto.create.topics.enable create it, with the broker's
+        # default partitions, and a lag reading before the topics were set up would do that.
+        metadata = self.admin.list_topics(timeout=ADMIN_TIMEOUT).topics.get(topic)
         return (
             metadata is not None
             and metadata.error is None
@@ -62,7 +65,10 @@ class Topics:
 
     def watermarks(self, topic: str) -> list[tuple[int, int, int]]:
         """(partition, low, high) of every partition of the topic."""
-        metadata = self.admin.list_topics(topic, timeout=ADMIN_TIMEOUT).topics.get(topic)
+        # The metadata of every topic, not of this one: a request naming a topic that does not
+        # exist makes a broker with auto.create.topics.enable create it, with the broker's
+        # default partitions, and a lag reading before the topics were set up would do that.
+        metadata = self.admin.list_topics(timeout=ADMIN_TIMEOUT).topics.get(topic)
         if metadata is None or metadata.error is not None:
             return []
         probe = self._new_consumer(

@@ -56,7 +56,7 @@ class ClusterCollector(Collector):
             labels=["source"],
         )
         try:
-            yield from self._database()
+            yield from database_gauges()
             up.add_metric(["postgresql"], 1)
         except DatabaseError as exc:
             logger.warning("metrics: PostgreSQL gauges unavailable: %s", exc)
@@ -68,62 +68,6 @@ class ClusterCollector(Collector):
             logger.warning("metrics: Kafka consumer lag unavailable: %s", exc)
             up.add_metric(["kafka"], 0)
         yield up
-
-    def _database(self):
-        counts = dict(
-            JobExecution.objects.values_list("status").annotate(count=Count("id")).order_by()
-        )
-        jobs = GaugeMetricFamily("jobweaver_jobs", "Jobs by status", labels=["status"])
-        for status in ExecutionStatus:
-            jobs.add_metric([status.value], counts.get(status.value, 0))
-        live = flow.live_executors()
-        served = {queue for executor in live for queue in executor.queues}
-        unserved = GaugeMetricFamily(
-            "jobweaver_queue_without_executor",
-            "1 for a queue with waiting work that no live executor serves, 0 when one does",
-            labels=["queue"],
-        )
-        for queue in waiting_queues():
-            unserved.add_metric([queue], 0 if queue in served else 1)
-        waiting = GaugeMetricFamily(
-            "jobweaver_queue_waiting",
-            "Due PENDING jobs of a queue (a queue without a series has none)",
-            labels=["queue"],
-        )
-        oldest = GaugeMetricFamily(
-            "jobweaver_queue_oldest_due_age_seconds",
-            "How long the oldest due PENDING job of a queue has waited",
-            labels=["queue"],
-        )
-        for queue, (count, age) in sorted(queue_due_work().items()):
-            waiting.add_metric([queue], count)
-            oldest.add_metric([queue], age)
-        with transaction.atomic():  # credits are counted inside a transaction (no lock: a read)
-            free = sum(max(credit.free, 0) for credit in claim_credits.credits())
-        return [
-            jobs,
-            unserved,
-            waiting,
-            oldest,
-            GaugeMetricFamily(
-                "jobweaver_oldest_due_job_age_seconds",
-                "How long the oldest due PENDING job has waited (0 when none)",
-                value=oldest_due_seconds(),
-            ),
-            GaugeMetricFamily(
-                "jobweaver_live_executors", "Executors with a fresh heartbeat", value=len(live)
-            ),
-            GaugeMetricFamily(
-                "jobweaver_executor_slots",
-                "Slots (threads) of the live executors",
-                value=sum(executor.slots for executor in live),
-            ),
-            GaugeMetricFamily(
-                "jobweaver_dispatch_credits_free",
-                "Deliveries the dispatcher may still send to live executors (flow control)",
-                value=free,
-            ),
-        ]
 
     def _lag(self) -> GaugeMetricFamily:
         lag = GaugeMetricFamily(
@@ -139,3 +83,59 @@ class ClusterCollector(Collector):
             ):
                 lag.add_metric([topic, group, str(partition)], records)
         return lag
+
+
+def database_gauges() -> list[GaugeMetricFamily]:
+    """The gauges read from PostgreSQL (the collector's first source)."""
+    counts = dict(JobExecution.objects.values_list("status").annotate(count=Count("id")).order_by())
+    jobs = GaugeMetricFamily("jobweaver_jobs", "Jobs by status", labels=["status"])
+    for status in ExecutionStatus:
+        jobs.add_metric([status.value], counts.get(status.value, 0))
+    live = flow.live_executors()
+    served = {queue for executor in live for queue in executor.queues}
+    unserved = GaugeMetricFamily(
+        "jobweaver_queue_without_executor",
+        "1 for a queue with waiting work that no live executor serves, 0 when one does",
+        labels=["queue"],
+    )
+    for queue in waiting_queues():
+        unserved.add_metric([queue], 0 if queue in served else 1)
+    waiting = GaugeMetricFamily(
+        "jobweaver_queue_waiting",
+        "Due PENDING jobs of a queue (a queue without a series has none)",
+        labels=["queue"],
+    )
+    oldest = GaugeMetricFamily(
+        "jobweaver_queue_oldest_due_age_seconds",
+        "How long the oldest due PENDING job of a queue has waited",
+        labels=["queue"],
+    )
+    for queue, (count, age) in sorted(queue_due_work().items()):
+        waiting.add_metric([queue], count)
+        oldest.add_metric([queue], age)
+    with transaction.atomic():  # credits are counted inside a transaction (no lock: a read)
+        free = sum(max(credit.free, 0) for credit in claim_credits.credits())
+    return [
+        jobs,
+        unserved,
+        waiting,
+        oldest,
+        GaugeMetricFamily(
+            "jobweaver_oldest_due_job_age_seconds",
+            "How long the oldest due PENDING job has waited (0 when none)",
+            value=oldest_due_seconds(),
+        ),
+        GaugeMetricFamily(
+            "jobweaver_live_executors", "Executors with a fresh heartbeat", value=len(live)
+        ),
+        GaugeMetricFamily(
+            "jobweaver_executor_slots",
+            "Slots (threads) of the live executors",
+            value=sum(executor.slots for executor in live),
+        ),
+        GaugeMetricFamily(
+            "jobweaver_dispatch_credits_free",
+            "Deliveries the dispatcher may still send to live executors (flow control)",
+            value=free,
+        ),
+    ]

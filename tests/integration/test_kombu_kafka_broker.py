@@ -122,3 +122,15 @@ class TestTransportOnKafka(TransportBehaviour):
             return records
         finally:
             consumer.close()
+
+
+def test_reading_the_lag_of_a_topic_that_does_not_exist_does_not_create_it():
+    """The dev broker auto-creates topics: a lag reading (a metrics scrape) before the topics
+    were set up must not create run-job with the broker's one default partition."""
+    import kombu_kafka
+
+    topic = f"{settings.JOBWEAVER_KAFKA_TOPIC_PREFIX}never-made-{time.monotonic_ns()}"
+    config = {"bootstrap.servers": bootstrap()}
+
+    assert kombu_kafka.partition_lag(config, topic, "some-group") == {}
+    assert topic not in AdminClient(config).list_topics(timeout=10).topics
