@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: run test test-unit fuzz lint format docs bench bench-soak bench-latency bench-backlog bench-transport bench-hot-paths clean-data
+.PHONY: run test test-unit fuzz lint format docs bench bench-soak bench-latency bench-backlog bench-queues bench-transport bench-hot-paths clean-data
 
 run: $(STAMP)
 	infra/run.sh
@@ -44,6 +44,10 @@ bench-latency: $(STAMP)
 bench-backlog: $(STAMP)
 	$(VENV)/bin/pip install --quiet -r bench/requirements.txt
 	infra/with-stack.sh $(VENV)/bin/python bench/backlog.py $(ARGS)
+
+# Queues at full size: unserved work, a cap, a flood, weights, a rebalance (bench/queues.py --help).
+bench-queues: $(STAMP)
+	infra/with-stack.sh $(VENV)/bin/python bench/queues.py $(ARGS)
 
 # End-to-end throughput against stock Celery on Kafka and procrastinate, same N, same run
 # (bench/throughput.py --help), e.g. make bench ARGS="--jobs 5000 --executors 1 --threads 4".
