@@ -83,6 +83,9 @@ def invariants(job_ids) -> int:
     return len(violations)
 
 
+_started: list = []
+
+
 def start_executor(name: str, queues: str, threads: int = 4):
     from tests.stack import WorkerProcess, child_environment
 
@@ -91,10 +94,17 @@ def start_executor(name: str, queues: str, threads: int = 4):
         "JOBWEAVER_EXECUTOR_QUEUES": queues,
         "JOBWEAVER_EXECUTOR_CONCURRENCY": str(threads),
     }
+    from jobweaver.scheduler.flow import live_executors
+
     worker = WorkerProcess("executor", name, env).start()
+    _started.append(worker)  # stopped by main() whatever happens
     worker.wait_ready()
+    # Registered with run-job partitions (the stack logs at WARNING, so its log does not say).
     deadline = time.monotonic() + 60
-    while not worker.assigned_partitions():
+    while not any(
+        executor.worker_id.endswith(f":{worker.pid}") and executor.partitions
+        for executor in live_executors()
+    ):
         if time.monotonic() > deadline:
             raise TimeoutError(f"{name} got no run-job partition")
         time.sleep(0.2)
@@ -250,9 +260,14 @@ def main(argv: list[str]) -> int:
     ok = True
     with running_stack(executors=3) as processes:
         pool = [p for p in processes if p.role == "executor"]
-        for scenario in (unserved, cap, flood, weights):
-            ok = scenario(args) and ok
-        ok = rebalance(args, pool) and ok
+        try:
+            for scenario in (unserved, cap, flood, weights):
+                ok = scenario(args) and ok
+            ok = rebalance(args, pool) and ok
+        finally:
+            # An executor left running would register itself in the next run's database.
+            for worker in _started:
+                worker.stop()
     print("all held" if ok else "SOMETHING FAILED")
     return 0 if ok else 1
 
