@@ -190,7 +190,7 @@ def _claim(
     for queues, pool in claim_credits.pools(credits):
         limit_left = min(limit - len(deliveries), sum(credit.free for credit in pool))
         shares = claim_queues.shares(
-            pool, queues, queue_rules, room, paused=rules.paused_queues, limit=limit_left
+            queues, queue_rules, room, paused=rules.paused_queues, limit=limit_left
         )
         if limit_left <= 0 or not shares:
             continue
@@ -206,6 +206,7 @@ def _claim(
             planned=job_ids is None,
             queues=[share.name for share in shares],
             shares=shares if len(shares) > 1 else None,
+            pool=[credit.worker_id for credit in pool],
         )
         claim_queues.take(room, [one.queue_name for one in claimed])
         deliveries += [

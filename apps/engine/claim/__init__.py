@@ -71,6 +71,7 @@ def executions_claim(
     planned: bool = False,
     queues: list[str] | None = None,
     shares: Sequence[Share] | None = None,
+    pool: Sequence[str] = (),
 ) -> Claims:
     """Transition "dispatch" for up to `limit` due executions, highest priority first: one
     statement that claims (FOR UPDATE SKIP LOCKED, so concurrent dispatchers never take the same
@@ -82,7 +83,8 @@ def executions_claim(
     `rules` leave paused queues and job types and keys at a limit out, and take at most a key's
     allowance of the rows found. `queues` (the queues the claiming executors serve) leaves every
     other queue's work waiting; `shares` (claim.queues.shares, two or more) takes the work of
-    several open queues each within its room, shared between them by weight. A claim of the
+    several open queues each within its room, shared between them by weight and their work in
+    flight on the executors of `pool` (worker ids). A claim of the
     line (no `job_ids`) sets the claim's planner settings first, unless the caller did with its
     lock (`planned`)."""
     assert_in_transaction("executions_claim")
@@ -101,6 +103,7 @@ def executions_claim(
             dispatch_lease_seconds=settings.JOBWEAVER_DISPATCH_TIMEOUT_SECONDS,
             queues=queues,
             shares=shares,
+            pool=pool,
         ),
     )
     claims = Claims(

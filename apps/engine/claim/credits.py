@@ -11,7 +11,7 @@ transition table); the beat tick is the safety net.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from jobweaver.conf import settings
 from jobweaver.core.db import assert_in_transaction
@@ -24,8 +24,6 @@ class Credit:
     free: int
     partitions: list[int]
     queues: tuple[str, ...] = ("default",)  # the job queues the executor serves (§15)
-    # Its executions dispatched or running, per queue (the share of each queue, claim.queues).
-    in_flight: dict[str, int] = field(default_factory=dict)
 
 
 def _settings() -> dict:
@@ -53,8 +51,8 @@ def credits_and_rule_rows() -> tuple[list[Credit], list, list]:
 
 def credits_from(rows) -> list[Credit]:
     return [
-        Credit(worker_id, free, _json(parts), tuple(sorted(_json(queues))), _json(flight) or {})
-        for worker_id, free, parts, queues, flight in rows
+        Credit(worker_id, free, _json(parts), tuple(sorted(_json(queues))))
+        for worker_id, free, parts, queues in rows
     ]
 
 

@@ -13,14 +13,13 @@ The rule, per pool of executors serving the same queues (credits.pools):
   work as before.
 
 It keeps no state between dispatches (no deficit counters to store and age): the work in flight
-is the memory, read with the credits under the dispatch lock.
+is the memory, counted by the shared claim itself under the dispatch lock, so a dispatch whose
+pools serve one queue each reads nothing more than before queues had weights.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from jobweaver.engine.claim.credits import Credit
 
 DEFAULT_WEIGHT = 1
 
@@ -43,12 +42,11 @@ class QueueRule:
 
 @dataclass(frozen=True)
 class Share:
-    """One open queue of a pool in a claim: its weight, its work in flight on the pool's
-    executors and how many of its jobs this claim may take at most."""
+    """One open queue of a pool in a claim: its weight and how many of its jobs this claim may
+    take at most (its work in flight on the pool's executors is counted by the claim)."""
 
     name: str
     weight: int
-    in_flight: int
     room: int
 
 
@@ -66,7 +64,6 @@ def rooms(rules: dict[str, QueueRule]) -> dict[str, int]:
 
 
 def shares(
-    pool: list[Credit],
     queues: tuple[str, ...],
     rules: dict[str, QueueRule],
     room: dict[str, int],
@@ -75,7 +72,7 @@ def shares(
     limit: int,
 ) -> list[Share]:
     """Pure: the open queues of a pool (served, not paused, room under the cap), each with its
-    weight and its work in flight on the pool's executors, and what it may take of `limit`."""
+    weight and what it may take of `limit`."""
     opened = []
     for name in queues:
         if name in paused:
@@ -84,8 +81,7 @@ def shares(
         cap = min(room.get(name, limit), limit)
         if cap <= 0:
             continue
-        in_flight = sum(credit.in_flight.get(name, 0) for credit in pool)
-        opened.append(Share(name, rule.weight if rule else DEFAULT_WEIGHT, in_flight, cap))
+        opened.append(Share(name, rule.weight if rule else DEFAULT_WEIGHT, cap))
     return opened
 
 

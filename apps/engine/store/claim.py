@@ -62,7 +62,6 @@ class Share(Protocol):
 
     name: str
     weight: int
-    in_flight: int
     room: int
 
 
@@ -93,7 +92,7 @@ def dispatch_planning() -> None:
 
 @named("SELECT the live executors' credits, the rules' first rows and the queues' settings")
 def credits_and_rules(*, prefetch: int, ttl_seconds: float) -> tuple[list, list, list]:
-    """Credits as [worker_id, free, partitions, queues, in flight per queue], rules as [scope,
+    """Credits as [worker_id, free, partitions, queues], rules as [scope,
     name, max_running, max_per_second], queues as [name, max_running, weight, in flight (when
     capped)]. Read after the dispatch lock, in a statement of its own: a statement that
     waited for the lock would not see the claims of the dispatch it waited for."""
@@ -101,8 +100,7 @@ def credits_and_rules(*, prefetch: int, ttl_seconds: float) -> tuple[list, list,
         cursor.execute(
             f"""
             SELECT
-                (SELECT json_agg(json_build_array(c.worker_id, c.free, c.partitions, c.queues,
-                                                  c.in_flight)
+                (SELECT json_agg(json_build_array(c.worker_id, c.free, c.partitions, c.queues)
                                  ORDER BY c.worker_id)
                  FROM ({_credits_sql(prefetch, ttl_seconds)}) AS c),
                 (SELECT json_agg(json_build_array(r.scope, r.name, r.max_running,
@@ -152,15 +150,11 @@ def _credits_sql(prefetch: int, ttl_seconds: float) -> str:
     executions = JobExecution._meta.db_table
     return f"""
         SELECT r.worker_id, r.slots * {int(prefetch)} - COALESCE(f.in_flight, 0) AS free,
-            r.partitions, r.queues, COALESCE(f.by_queue, '{{}}'::json) AS in_flight
+            r.partitions, r.queues
         FROM {registrations} r
         LEFT JOIN (
-            SELECT worker_id, sum(n) AS in_flight, json_object_agg(queue_name, n) AS by_queue
-            FROM (
-                SELECT worker_id, queue_name, count(*) AS n FROM {executions}
-                WHERE status IN ({_IN_FLIGHT})
-                GROUP BY worker_id, queue_name
-            ) AS per_queue
+            SELECT worker_id, count(*) AS in_flight FROM {executions}
+            WHERE status IN ({_IN_FLIGHT})
             GROUP BY worker_id
         ) f USING (worker_id)
         WHERE r.{_live_filter_sql(ttl_seconds)}
@@ -268,12 +262,14 @@ def executions_claim(
     dispatch_lease_seconds: float,
     queues: list[str] | None = None,
     shares: Sequence[Share] | None = None,
+    pool: Sequence[str] = (),
 ) -> list[tuple]:
     """Rows (n, job_id, event_id, trace_id, waited seconds, queue, rows read) in claim order.
 
     `shares` (two or more open queues of a pool, apps/engine/claim/queues.py): the claim takes
-    each queue's work up to its room, shared between the queues by weight (`_due_shared`);
-    then `queues` and the paused queues are not read."""
+    each queue's work up to its room, shared between the queues by weight and their work in
+    flight on the `pool`'s executors (`_due_shared`); then `queues` and the paused queues are
+    not read."""
     assert workers is None or len(workers) >= limit, "a worker for every claim"
     (source,) = transition.sources
     # In line and due: the rows a claim may take, before its filters.
@@ -313,6 +309,7 @@ def executions_claim(
             table,
             shares,
             limit,
+            pool=pool,
             line=line.replace("concurrency_key FROM", "concurrency_key, queue_name FROM"),
             line_params=line_params,
             by_ids=job_ids is not None,
@@ -513,6 +510,7 @@ def _due_shared(
     shares: Sequence[Share],
     limit: int,
     *,
+    pool: Sequence[str],
     line: str,
     line_params: list,
     by_ids: bool,
@@ -528,13 +526,19 @@ def _due_shared(
     Each (queue, job type) line is read on its own through jw_execution_queue_line, so no
     queue's backlog is read for another; the chosen rows are then locked (SKIP LOCKED: a row
     another transaction holds is left for the next claim). `line` selects the queue too."""
-    shares_sql = """shares(queue_name, weight, in_flight, room) AS (
-                SELECT * FROM unnest(%s::text[], %s::int[], %s::int[], %s::int[])
+    # Each queue's work in flight on the pool's executors, counted here, only for a shared
+    # claim: the credits statement of every dispatch stays a count per executor.
+    shares_sql = f"""shares(queue_name, weight, room, in_flight) AS (
+                SELECT s.*, (
+                    SELECT count(*) FROM {table} f
+                    WHERE f.status IN ({_IN_FLIGHT}) AND f.queue_name = s.queue_name
+                        AND f.worker_id = ANY(%s)
+                ) FROM unnest(%s::text[], %s::int[], %s::int[]) AS s(queue_name, weight, room)
             )"""
     share_params = [
+        list(pool),
         [share.name for share in shares],
         [share.weight for share in shares],
-        [share.in_flight for share in shares],
         [share.room for share in shares],
     ]
     if by_ids:
