@@ -19,6 +19,8 @@ TEST_ENVIRONMENT = {
     "JOBWEAVER_BACKOFF_BASE_SECONDS": "0.2",
     "JOBWEAVER_BACKOFF_CAP_SECONDS": "5",
     "JOBWEAVER_BACKOFF_JITTER": "0.1",
+    # A task's own backoff (retry_backoff) in hundredths: seconds become 10 ms.
+    "JOBWEAVER_BACKOFF_SCALE": "0.01",
     "JOBWEAVER_LEASE_SECONDS": "3",
     # Flow control keeps Kafka's queue short, so a short dispatch lease holds under any
     # backlog; an expired one is a redelivery, never a failed attempt.

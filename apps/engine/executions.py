@@ -37,7 +37,7 @@ from jobweaver.core.errors import InvalidStateTransition, JobNotFound
 from jobweaver.engine import events, ledger
 from jobweaver.engine.ledger import NOTHING_REPORTED, AttemptReport
 from jobweaver.engine.mover import events_written, move_fenced, move_row, move_set
-from jobweaver.engine.retry import RetryDecision, policy_from_settings
+from jobweaver.engine.retry import RetryDecision, policy_for, policy_from_settings, retries_on
 from jobweaver.engine.store import events as event_rows
 from jobweaver.engine.store import executions as execution_rows
 from jobweaver.engine.transitions import IN_FLIGHT, TRANSITIONS, Actor, allows
@@ -182,16 +182,20 @@ def execution_fail(
     error: str,
     retryable: bool,
     report: AttemptReport = NOTHING_REPORTED,
+    exception_mro: tuple[str, ...] = (),
 ) -> RetryDecision | None:
     """A failed attempt of the holder of `event_id`, recorded FAILURE: → PENDING with backoff,
     → FAILED (dead letter), or → CANCELLED when a cancel was requested. None when the token
-    is stale (nothing changes)."""
+    is stale (nothing changes). `exception_mro`: the class paths of a task's exception, which
+    its `retry_on` is matched against (retry.retries_on)."""
     execution = _lock(job_id, event_id=event_id)
     if execution is None or not allows(execution.status, "retry"):
         return None
     ledger.attempt_close(
         event_id=event_id, outcome=AttemptOutcome.FAILURE, error=error, report=report
     )
+    job = execution.job
+    retryable = retryable and retries_on(job.retry_on, exception_mro)
     return _fail(execution, actor=WORKER, error=error, retryable=retryable)
 
 
@@ -281,7 +285,14 @@ def _fail(execution: JobExecution, *, actor: Actor, error: str, retryable: bool)
     if execution.cancel_requested:
         _end_cancelled(execution, actor=actor, reason=f"cancelled ({error})")
         return RetryDecision(retry=False, retry_count=execution.retry_count, reason="cancelled")
-    decision = policy_from_settings().decide(
+    job = execution.job
+    policy = policy_for(
+        job.retry_backoff,
+        job.retry_jitter,
+        defaults=policy_from_settings(),
+        scale=settings.JOBWEAVER_BACKOFF_SCALE,
+    )
+    decision = policy.decide(
         retry_count=execution.retry_count,
         max_retries=execution.max_retries,
         retryable=retryable,

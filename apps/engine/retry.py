@@ -1,8 +1,12 @@
-"""The retry policy (ARCHITECTURE §5): pure, ORM-free, unit-tested without a database.
+"""The retry policy (ARCHITECTURE §5, §13a): pure, ORM-free, unit-tested without a database.
 
 `maxRetryCount` counts retries after the first attempt. After failure number n (the retry
 count after incrementing) the next attempt waits `min(base * 2**n, cap)` seconds plus a jitter
 drawn from `U(0, jitter * delay)`, so a retry is never earlier than the seed's schedule.
+
+A TASK job may carry its own: `retry_on` (the exception class paths that are retried, matched
+against the raised exception's MRO; any other exception dead-letters at once) and its own
+backoff and jitter, scaled by JOBWEAVER_BACKOFF_SCALE (`policy_for`, `retries_on`).
 """
 
 from __future__ import annotations
@@ -55,6 +59,30 @@ class RetryDecision:
     reason: str
     delay_seconds: float = 0.0
     next_run_at: datetime | None = None
+
+
+def retries_on(retry_on, exception_mro) -> bool:
+    """Whether a failure may be retried under a task's `retry_on` (class paths; None: every
+    exception). `exception_mro` is the raised exception's class paths, most specific first;
+    empty for a failure that is not the task's exception (a lost lease), which `retry_on`
+    does not govern."""
+    if retry_on is None or not exception_mro:
+        return True
+    return not set(retry_on).isdisjoint(exception_mro)
+
+
+def policy_for(
+    backoff, jitter: float | None, *, defaults: RetryPolicy, scale: float = 1.0
+) -> RetryPolicy:
+    """A job's own policy: its backoff's (base, cap) seconds times `scale` and its jitter,
+    each falling back to `defaults` (the settings') where the job has none."""
+    policy = defaults
+    if backoff is not None:
+        base, cap = backoff
+        policy = RetryPolicy(base * scale, cap * scale, policy.jitter)
+    if jitter is not None:
+        policy = RetryPolicy(policy.base_seconds, policy.cap_seconds, jitter)
+    return policy
 
 
 def policy_from_settings() -> RetryPolicy:

@@ -95,11 +95,13 @@ def attempt_finish(
     result: Any = None,
     exception_type: str = "",
     traceback: str = "",
+    exception_mro: tuple[str, ...] = (),
 ) -> bool:
     """Record how the attempt ended together with the lifecycle's decision, atomically.
     Returns False when the fence refused it (the attempt was rescued or cancelled meanwhile, or
     a release met a cancel request): nothing changes — a task's late `result` included.
-    `result`, `exception_type` and `traceback` are a TASK attempt's return value or exception.
+    `result`, `exception_type`, `traceback` and `exception_mro` are a TASK attempt's return value
+    or exception (its class paths decide a task's retry_on).
 
     A success, the ending of nearly every attempt, is one statement (execution_complete); the
     other endings are a transaction, as their decisions (retry or dead letter, a cancel
@@ -120,16 +122,24 @@ def attempt_finish(
         if not accepted:
             _log_refused(claimed, ending)
         return accepted
-    return _attempt_end_otherwise(claimed, ending, report, error, retryable)
+    return _attempt_end_otherwise(claimed, ending, report, error, retryable, exception_mro)
 
 
 @transaction.atomic
 def _attempt_end_otherwise(
-    claimed: ClaimedAttempt, ending: Ending, report: AttemptReport, error: str, retryable: bool
+    claimed: ClaimedAttempt,
+    ending: Ending,
+    report: AttemptReport,
+    error: str,
+    retryable: bool,
+    exception_mro: tuple[str, ...],
 ) -> bool:
     ids = {"job_id": claimed.job_id, "event_id": claimed.event_id, "report": report}
     if ending is Ending.FAILURE:
-        accepted = executions.execution_fail(**ids, error=error, retryable=retryable) is not None
+        decision = executions.execution_fail(
+            **ids, error=error, retryable=retryable, exception_mro=exception_mro
+        )
+        accepted = decision is not None
         if not accepted:
             _log_refused(claimed, ending)
         return accepted

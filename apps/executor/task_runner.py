@@ -54,16 +54,30 @@ MAX_TRACEBACK_CHARS = 4000
 class TaskRaised(StepFailed):
     """The task's attempt failed with this exception (recorded as its type and traceback)."""
 
-    def __init__(self, message: str, *, exception_type: str, traceback: str, retryable: bool):
+    def __init__(
+        self,
+        message: str,
+        *,
+        exception_type: str,
+        traceback: str,
+        retryable: bool,
+        exception_mro: tuple[str, ...] = (),
+    ):
         super().__init__(message, retryable=retryable)
         self.exception_type = exception_type
         self.traceback = traceback
+        # The exception's class paths, most specific first: what a task's retry_on matches.
+        self.exception_mro = exception_mro or ((exception_type,) if exception_type else ())
 
 
 def recorded_exception(failure: StepFailed) -> dict:
-    """The attempt fields a failure records beyond its message (a task's exception)."""
+    """What a failure reports beyond its message (a task's exception)."""
     if isinstance(failure, TaskRaised):
-        return {"exception_type": failure.exception_type, "traceback": failure.traceback}
+        return {
+            "exception_type": failure.exception_type,
+            "traceback": failure.traceback,
+            "exception_mro": failure.exception_mro,
+        }
     return {}
 
 
@@ -85,6 +99,7 @@ def _failure(exc: BaseException) -> TaskRaised:
         exception_type=class_path(type(exc)),
         traceback=shorten("".join(tb.format_exception(exc)), MAX_TRACEBACK_CHARS),
         retryable=not isinstance(exc, NonRetryableError),
+        exception_mro=tuple(class_path(cls) for cls in type(exc).__mro__),
     )
 
 

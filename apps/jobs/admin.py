@@ -266,6 +266,10 @@ class JobAdmin(ExactSearchMixin, admin.ModelAdmin):
     fieldsets = [
         (None, {"fields": ["id", "job_type", "priority", "trace_id"]}),
         ("Limits", {"fields": ["max_retries", "timeout_seconds", "run_at"]}),
+        (
+            "Retry policy (a task's own; empty: the settings')",
+            {"fields": ["retry_on", "retry_backoff", "retry_jitter", "hard_timeout_seconds"]},
+        ),
         ("What to run", {"fields": ["steps_json", "task_result", "queue_name", "task_priority"]}),
         ("Submission", {"fields": ["submitted_by", "idempotency_key", "created_at", "updated_at"]}),
     ]

@@ -49,6 +49,13 @@ class Job(models.Model):
     # Concurrency and rate limits (apps/engine/claim/rules.py) count running work and starts per
     # key, e.g. a customer id; NULL: no key, no limit. Copied onto the execution.
     concurrency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    # A TASK's own retry policy (ARCHITECTURE §13a; NULL: the settings'): the exception class
+    # paths that are retried (matched against the raised exception's MRO, never imported), the
+    # backoff's [base, cap] seconds and its jitter; and the hard timeout of a process pool.
+    retry_on = models.JSONField(null=True, blank=True)
+    retry_backoff = models.JSONField(null=True, blank=True)
+    retry_jitter = models.FloatField(null=True, blank=True)
+    hard_timeout_seconds = models.PositiveIntegerField(null=True, blank=True)
     submitted_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -316,6 +316,10 @@ def _job_from_spec(
         task_priority=spec.task_priority,
         unique_key=spec.unique_key,
         concurrency_key=spec.concurrency_key,
+        retry_on=list(spec.retry_on) if spec.retry_on is not None else None,
+        retry_backoff=list(spec.retry_backoff) if spec.retry_backoff is not None else None,
+        retry_jitter=spec.retry_jitter,
+        hard_timeout_seconds=spec.hard_timeout_seconds,
         submitted_by=submitted_by,
     )
 

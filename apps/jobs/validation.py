@@ -46,6 +46,11 @@ class JobSpec:
     unique_for_seconds: int | None = None  # the "period" scope's length
     # Per-key concurrency and rate limits (apps/engine/claim/rules.py); None: no key.
     concurrency_key: str | None = None
+    # A TASK's own retry policy and hard timeout (ARCHITECTURE §13a); None: the settings'.
+    retry_on: tuple[str, ...] | None = None
+    retry_backoff: tuple[float, float] | None = None
+    retry_jitter: float | None = None
+    hard_timeout_seconds: int | None = None
 
     @property
     def instruction(self) -> dict:
@@ -64,6 +69,7 @@ class JobSpec:
             **TASK_FIELD_DEFAULTS,
             **UNIQUE_FIELD_DEFAULTS,
             **ROUTING_FIELD_DEFAULTS,
+            **TASK_OPTION_DEFAULTS,
         }.items():
             if data[name] == default:  # so a simulation job's fingerprint stays what it was
                 del data[name]
@@ -75,6 +81,12 @@ TASK_FIELD_DEFAULTS = {"task": None, "queue_name": "default", "task_priority": N
 UNIQUE_FIELD_DEFAULTS = {"unique_key": None, "unique_scope": None, "unique_for_seconds": None}
 # Fields added after fingerprints were first stored: left out of the hash at their default.
 ROUTING_FIELD_DEFAULTS = {"concurrency_key": None}
+TASK_OPTION_DEFAULTS = {
+    "retry_on": None,
+    "retry_backoff": None,
+    "retry_jitter": None,
+    "hard_timeout_seconds": None,
+}
 
 # waiting: PENDING or DISPATCHED; active: waiting or RUNNING; period: submitted in the last
 # uniqueForSeconds, whatever its state.

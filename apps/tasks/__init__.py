@@ -2,7 +2,7 @@
 
     TASKS = {"default": {"BACKEND": "jobweaver.tasks.JobWeaverBackend"}}
 
-    from jobweaver.tasks import NonRetryableError
+    from jobweaver.tasks import NonRetryableError, task
 
 Exported lazily: importing this package (as Django does to find the backend) imports no model.
 """
@@ -11,6 +11,9 @@ from __future__ import annotations
 
 _LAZY = {
     "JobWeaverBackend": "jobweaver.tasks.backend",
+    "JobWeaverTask": "jobweaver.tasks.backend",
+    # Declares a task with JobWeaver's options (ARCHITECTURE §13a).
+    "task": "jobweaver.tasks.declare",
     # Raised by a task: dead-letter at once, whatever retries are left (ARCHITECTURE §13a).
     "NonRetryableError": "jobweaver.jobs.python_tasks.exceptions",
 }

@@ -13,8 +13,9 @@ other: leases, retries with backoff, the dead-letter queue, cancellation, histor
 of each failed one) and the return value recorded with the SUCCESS attempt, mapped by the base
 class the executor shares (apps/jobs/python_tasks/results.py).
 
-Per-task options where DEP 14 leaves room (the `task_class` below): `max_retries`,
-`timeout_seconds` and `idempotency_key`, given to `@task(...)` or to `.with_options(...)`.
+Per-task options where DEP 14 leaves room (the `task_class` below, ARCHITECTURE §13a): retries
+and their policy, timeouts, idempotency, unique and concurrency keys, given to
+`jobweaver.tasks.task(...)` or to `.with_options(...)`, and stored on the job.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from jobweaver.jobs.python_tasks.compat import (
     TaskResultDoesNotExist,
     task_enqueued,
 )
+from jobweaver.jobs.python_tasks.options import call_keys, check_task_options
 from jobweaver.jobs.python_tasks.payload import validate_task_payload
 from jobweaver.jobs.python_tasks.registry import registry_get
 from jobweaver.jobs.python_tasks.results import TaskResultsBackend
@@ -47,33 +49,64 @@ from jobweaver.jobs.validation import JobSpec
 
 @dataclass(frozen=True, slots=PY311, kw_only=True)
 class JobWeaverTask(Task):
-    """A DEP 14 task with JobWeaver's per-task options (None: the job defaults)."""
+    """A DEP 14 task with JobWeaver's per-task options (None: the job defaults), ARCHITECTURE
+    §13a. Declared with `jobweaver.tasks.task(...)`, changed per call with `with_options`."""
 
     max_retries: int | None = None
     """Retries after the first attempt (maxRetryCount)."""
     timeout_seconds: int | None = None
     """An attempt that runs longer fails "timed out" (timeoutSeconds)."""
+    hard_timeout_seconds: int | None = None
+    """The process pool kills an attempt still running then (default: timeout + grace)."""
     idempotency_key: str | None = None
     """Enqueueing again with the same key and the same arguments returns the first job."""
+    retry_on: tuple[str, ...] | None = None
+    """Only exceptions of these classes (paths) are retried; any other dead-letters at once."""
+    retry_backoff: tuple[float, float] | None = None
+    """The task's own backoff: (base, cap) seconds, times JOBWEAVER_BACKOFF_SCALE."""
+    retry_jitter: float | None = None
+    """The task's own jitter, a fraction of the delay."""
+    concurrency_key: str | None = None
+    """A key formatted with the call's kwargs ("customer-{customer_id}"): its limits apply."""
+    unique_key: str | None = None
+    """A key formatted with the call's kwargs: while a job with it is active, enqueueing
+    another returns that job."""
 
-    def with_options(
-        self,
-        *,
-        max_retries: int | None = None,
-        timeout_seconds: int | None = None,
-        idempotency_key: str | None = None,
-    ) -> JobWeaverTask:
-        """A copy with these options set, like DEP 14's `using()` for its own options."""
-        changes = {
-            name: value
-            for name, value in (
-                ("max_retries", max_retries),
-                ("timeout_seconds", timeout_seconds),
-                ("idempotency_key", idempotency_key),
-            )
-            if value is not None
-        }
+    def with_options(self, **options) -> JobWeaverTask:
+        """A copy with these options set (None leaves one as it is): JobWeaver's own, and
+        DEP 14's `priority`, `queue_name` and `run_after` (as `using()` sets them)."""
+        unknown = sorted(set(options) - set(OPTION_NAMES) - {"priority", "queue_name", "run_after"})
+        if unknown:
+            raise TypeError(f"with_options() got unknown option(s): {', '.join(unknown)}")
+        changes = {name: value for name, value in options.items() if value is not None}
+        if "retry_on" in changes:
+            changes["retry_on"] = exception_paths(changes["retry_on"])
+        if "retry_backoff" in changes:
+            changes["retry_backoff"] = tuple(changes["retry_backoff"])
         return replace(self, **changes)
+
+
+OPTION_NAMES = (
+    "max_retries",
+    "timeout_seconds",
+    "hard_timeout_seconds",
+    "idempotency_key",
+    "retry_on",
+    "retry_backoff",
+    "retry_jitter",
+    "concurrency_key",
+    "unique_key",
+)
+
+
+def exception_paths(classes) -> tuple[str, ...]:
+    """`retry_on` as stored: each exception class (or its path) as a class path."""
+    if isinstance(classes, (str, type)):
+        classes = (classes,)
+    return tuple(
+        item if isinstance(item, str) else f"{item.__module__}.{item.__qualname__}"
+        for item in classes
+    )
 
 
 class JobWeaverBackend(TaskResultsBackend):
@@ -115,6 +148,11 @@ class JobWeaverBackend(TaskResultsBackend):
             raise InvalidTaskError(
                 f"idempotency_key must be 1-{MAX_IDEMPOTENCY_KEY_CHARS} characters."
             )
+        if isinstance(task, JobWeaverTask):
+            try:
+                check_task_options(task)
+            except InvalidRequest as exc:
+                raise InvalidTaskError(exc.message) from None
 
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
         """Write the TASK job in the caller's transaction; it is dispatched after commit, and
@@ -129,6 +167,10 @@ class JobWeaverBackend(TaskResultsBackend):
             payload = validate_task_payload({"task": path, "args": args, "kwargs": kwargs})
         except InvalidRequest as exc:
             raise InvalidTaskError(exc.message) from None
+        try:
+            keys = call_keys(task, kwargs)
+        except InvalidRequest as exc:
+            raise InvalidTaskError(exc.message) from None
         spec = JobSpec(
             job_type=TASK.name,
             steps=[],
@@ -141,6 +183,11 @@ class JobWeaverBackend(TaskResultsBackend):
             timeout_seconds=_option(
                 task, "timeout_seconds", settings.JOBWEAVER_DEFAULT_TIMEOUT_SECONDS
             ),
+            hard_timeout_seconds=getattr(task, "hard_timeout_seconds", None),
+            retry_on=getattr(task, "retry_on", None),
+            retry_backoff=getattr(task, "retry_backoff", None),
+            retry_jitter=getattr(task, "retry_jitter", None),
+            **keys,
         )
         submitted = job_submit(spec=spec, idempotency_key=getattr(task, "idempotency_key", None))
         if submitted.created:

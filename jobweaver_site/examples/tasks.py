@@ -1,5 +1,6 @@
-"""Example Python tasks (ARCHITECTURE §13): ordinary functions with Django's `@task`, run by
-JobWeaver with retries, leases, cancellation and history. Used by the README's quick start:
+"""Example Python tasks (ARCHITECTURE §13, §13a): ordinary functions declared with JobWeaver's
+`task` (DEP 14's, plus JobWeaver's options), run with retries, leases, cancellation and history.
+Used by the README's quick start, the docs and the tests:
 
     >>> from jobweaver_site.examples.tasks import add
     >>> result = add.enqueue(2, 3)
@@ -11,8 +12,8 @@ from __future__ import annotations
 
 import time
 
-from jobweaver.jobs.python_tasks.compat import task
 from jobweaver.jobs.python_tasks.context import JobWeaverTaskContext
+from jobweaver.tasks import task
 
 SLICE_SECONDS = 0.05
 
@@ -54,3 +55,14 @@ def sleep(context: JobWeaverTaskContext, seconds: float) -> float:
     else:
         context.report_progress(total, total)
     return round(time.monotonic() - started, 3)
+
+
+@task(retry_on=(ConnectionError,))
+def picky(kind: str) -> str:
+    """Retried only for what may pass on a second try: kind "connection" raises
+    ConnectionError (retried), "value" raises ValueError (dead-letters at once)."""
+    if kind == "connection":
+        raise ConnectionError("picky: the other side did not answer")
+    if kind == "value":
+        raise ValueError(f"picky: {kind!r} will never work")
+    return kind

@@ -21,7 +21,7 @@ from jobweaver.jobs.models import Job
 from jobweaver.jobs.python_tasks.compat import TaskResultStatus, task_enqueued
 from jobweaver.jobs.python_tasks.exceptions import TaskTimedOut
 from jobweaver.scheduler.models import JobExecution
-from jobweaver_site.examples.tasks import add, always_fails, flaky, sleep
+from jobweaver_site.examples.tasks import add, always_fails, flaky, picky, sleep
 from tests.integration.helpers import (
     assert_invariants,
     attempts_of,
@@ -137,6 +137,22 @@ def test_always_fails_dead_letters_after_its_retries(stack, live_db):
     assert fetched.status == TaskResultStatus.FAILED
     assert [error.exception_class for error in fetched.errors] == [RuntimeError, RuntimeError]
     assert_invariants([result.id])
+
+
+def test_picky_dead_letters_an_exception_outside_retry_on_and_retries_one_inside(stack, live_db):
+    """retry_on=(ConnectionError,): a ValueError dead-letters at once whatever retries are left;
+    a ConnectionError uses them all, with the task's own backoff."""
+    refused = picky.with_options(max_retries=3).enqueue("value")
+    retried = picky.with_options(max_retries=2, retry_backoff=(1, 2)).enqueue("connection")
+
+    wait_for_status(refused.id, "FAILED", timeout=60)
+    wait_for_status(retried.id, "FAILED", timeout=60)
+
+    assert [a.outcome for a in attempts_of(refused.id)] == ["FAILURE"]
+    assert read_dead_letter(refused.id)["reason"].startswith("non-retryable: ValueError")
+    assert [a.exception_type for a in attempts_of(retried.id)] == ["builtins.ConnectionError"] * 3
+    assert JobExecution.objects.get(job_id=retried.id).retry_count == 2
+    assert_invariants([refused.id, retried.id])
 
 
 def test_a_task_over_its_timeout_fails_at_the_deadline_and_its_late_result_is_ignored(

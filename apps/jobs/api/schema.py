@@ -141,6 +141,21 @@ class Progress(serializers.Serializer):
     totalSteps = serializers.IntegerField()
 
 
+class TaskRetryPolicy(serializers.Serializer):
+    retryOn = serializers.ListField(
+        child=serializers.CharField(),
+        allow_null=True,
+        help_text="exception class paths that are retried; null: every exception",
+    )
+    retryBackoff = serializers.ListField(
+        child=serializers.FloatField(),
+        allow_null=True,
+        help_text="[base, cap] seconds; null: the settings'",
+    )
+    retryJitter = serializers.FloatField(allow_null=True)
+    hardTimeoutSeconds = serializers.IntegerField(allow_null=True)
+
+
 class JobDetail(serializers.Serializer):
     jobId = serializers.UUIDField()
     jobType = serializers.CharField()
@@ -160,6 +175,10 @@ class JobDetail(serializers.Serializer):
     attempts = Attempt(many=True)
     queueName = serializers.CharField()
     concurrencyKey = serializers.CharField(allow_null=True)
+    result = serializers.JSONField(
+        required=False, allow_null=True, help_text="TASK jobs: the return value once COMPLETED"
+    )
+    retryPolicy = TaskRetryPolicy(required=False, help_text="TASK jobs: the task's own options")
 
 
 class JobPage(serializers.Serializer):

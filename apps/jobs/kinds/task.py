@@ -41,7 +41,17 @@ class TaskKind(JobKind):
         # The return value of the attempt that succeeded; null until the job COMPLETED.
         succeeded = [a for a in attempts if a.outcome == AttemptOutcome.SUCCESS]
         completed = execution.status == ExecutionStatus.COMPLETED and succeeded
-        return {"result": succeeded[-1].result if completed else None}
+        job = execution.job
+        return {
+            "result": succeeded[-1].result if completed else None,
+            # The task's own options (ARCHITECTURE §13a); null: the settings' (§5).
+            "retryPolicy": {
+                "retryOn": job.retry_on,
+                "retryBackoff": job.retry_backoff,
+                "retryJitter": job.retry_jitter,
+                "hardTimeoutSeconds": job.hard_timeout_seconds,
+            },
+        }
 
     def admin_result(self, job: Job) -> str:
         """The return value recorded with the job's successful attempt."""

@@ -31,6 +31,7 @@ try:  # Django >= 6.0
     )
     from django.tasks.backends.base import BaseTaskBackend
     from django.tasks.base import (
+        DEFAULT_TASK_PRIORITY,
         TASK_MAX_PRIORITY,
         TASK_MIN_PRIORITY,
         Task,
@@ -54,6 +55,7 @@ except ImportError:  # Django 5.2: the backport
     )
     from django_tasks.backends.base import BaseTaskBackend
     from django_tasks.base import (
+        DEFAULT_TASK_PRIORITY,
         TASK_MAX_PRIORITY,
         TASK_MIN_PRIORITY,
         Task,
@@ -73,6 +75,7 @@ TASK_CLASSES: tuple[type, ...] = tuple({Task, BackportTask})
 
 __all__ = [
     "DEFAULT_TASK_BACKEND_ALIAS",
+    "DEFAULT_TASK_PRIORITY",
     "DEFAULT_TASK_QUEUE_NAME",
     "FRAMEWORK",
     "TASK_CLASSES",

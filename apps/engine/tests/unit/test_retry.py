@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobweaver.engine.retry import RetryPolicy
+from jobweaver.engine.retry import RetryPolicy, policy_for, retries_on
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -63,3 +63,28 @@ def test_non_retryable_failure_dead_letters_at_once():
     decision = RetryPolicy().decide(retry_count=0, max_retries=5, retryable=False, now=NOW)
     assert decision.retry is False
     assert decision.reason == "non-retryable"
+
+
+# --- a task's own policy (ARCHITECTURE §13a) -------------------------------------------------
+
+
+def test_retry_on_matches_the_raised_exceptions_class_or_a_base_class():
+    mro = ("builtins.ConnectionRefusedError", "builtins.ConnectionError", "builtins.OSError")
+    assert retries_on(["builtins.ConnectionError"], mro)
+    assert not retries_on(["builtins.ValueError"], mro)
+    assert retries_on(None, mro)  # no retry_on: every exception
+
+
+def test_retry_on_does_not_govern_a_failure_that_is_not_the_tasks_exception():
+    assert retries_on(["builtins.ConnectionError"], ())  # a lost lease
+
+
+def test_a_jobs_own_backoff_is_scaled_and_falls_back_to_the_defaults():
+    defaults = RetryPolicy(base_seconds=5, cap_seconds=300, jitter=0.1)
+    assert policy_for(None, None, defaults=defaults) == defaults
+    assert policy_for([1, 60], None, defaults=defaults, scale=0.5) == RetryPolicy(0.5, 30, 0.1)
+    assert policy_for(None, 0, defaults=defaults) == RetryPolicy(5, 300, 0)
+    decision = policy_for([2, 10], 0, defaults=defaults).decide(
+        retry_count=2, max_retries=5, retryable=True, now=NOW
+    )
+    assert decision.delay_seconds == 10  # min(2 * 2**3, 10)
