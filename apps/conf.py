@@ -38,6 +38,8 @@ DEFAULTS: dict[str, object] = {
     "JOBWEAVER_BACKOFF_JITTER": 0.1,
     # Multiplies a task's own retry_backoff (§13a), so tests can shrink time.
     "JOBWEAVER_BACKOFF_SCALE": 1.0,
+    # Snoozes per job (§13a); past them the job dead-letters.
+    "JOBWEAVER_MAX_SNOOZES": 100,
     "JOBWEAVER_OUTBOX_RELAY_INTERVAL_SECONDS": 5.0,
     # Retention: days a finished job (or a published event) is kept; 0 keeps it forever.
     "JOBWEAVER_RETAIN_COMPLETED_DAYS": 7.0,

@@ -6,6 +6,7 @@
     hand_back                      execution_hand_back                      (worker, wrong queue)
     retry | dead_letter            execution_fail                           (worker)
     end_cancelled, release         execution_end_cancelled, _release        (worker)
+    snooze | dead_letter | ...     execution_snooze                         (worker, Snooze)
     retry | dead_letter | ...      execution_lose                           (rescuer, lost lease)
     redeliver                      execution_redeliver, executions_unsend   (rescuer, dispatcher)
     hold                           executions_hold                          (worker, waiting)
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from jobweaver.conf import settings
@@ -197,6 +198,49 @@ def execution_fail(
     job = execution.job
     retryable = retryable and retries_on(job.retry_on, exception_mro)
     return _fail(execution, actor=WORKER, error=error, retryable=retryable)
+
+
+def execution_snooze(
+    *,
+    job_id: uuid.UUID,
+    event_id: uuid.UUID,
+    seconds: float,
+    report: AttemptReport = NOTHING_REPORTED,
+) -> bool:
+    """RUNNING → PENDING due in `seconds` for the holder of `event_id` whose task snoozed, its
+    attempt closed SNOOZED, no retry used. Past JOBWEAVER_MAX_SNOOZES snoozes the job
+    dead-letters instead; a cancel requested meanwhile ends it CANCELLED. False when the token
+    is stale (nothing changes)."""
+    execution = _lock(job_id, event_id=event_id)
+    if execution is None or not allows(execution.status, "snooze"):
+        return False
+    if execution.cancel_requested:
+        ledger.attempt_close(
+            event_id=event_id, outcome=AttemptOutcome.CANCELLED, error="cancelled", report=report
+        )
+        _end_cancelled(execution, actor=WORKER)
+        return True
+    limit = settings.JOBWEAVER_MAX_SNOOZES
+    if execution.snooze_count >= limit:
+        error = f"snoozed {execution.snooze_count} times, the most JOBWEAVER_MAX_SNOOZES allows"
+        ledger.attempt_close(
+            event_id=event_id, outcome=AttemptOutcome.FAILURE, error=error, report=report
+        )
+        _fail(execution, actor=WORKER, error=error, retryable=False)
+        return True
+    ledger.attempt_close(event_id=event_id, outcome=AttemptOutcome.SNOOZED, error="", report=report)
+    move_row(
+        execution,
+        "snooze",
+        actor=WORKER,
+        changes={
+            "snooze_count": execution.snooze_count + 1,
+            "next_run_at": execution.db_now + timedelta(seconds=seconds),
+            "current_event_id": None,
+            "lease_expires_at": None,
+        },
+    )
+    return True
 
 
 def execution_end_cancelled(
@@ -525,6 +569,7 @@ __all__ = [
     "execution_retry",
     "execution_run_now",
     "execution_should_stop",
+    "execution_snooze",
     "execution_start",
     "executions_create",
     "executions_hold",

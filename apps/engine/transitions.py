@@ -123,6 +123,8 @@ TRANSITIONS: dict[str, Transition] = {
         ),
         # The attempt stopped after a cancel request (cooperatively, by failing, or lost).
         _t("end_cancelled", {S.RUNNING}, S.CANCELLED, WORKER, RESCUER, fenced=True),
+        # The task asked to run again later (Snooze, §13a): due then, no retry used.
+        _t("snooze", {S.RUNNING}, S.PENDING, WORKER, fenced=True),
         # The worker shuts down: the job is due again at once, no retry used.
         _t("release", {S.RUNNING}, S.PENDING, WORKER, fenced=True),
         _t("cancel", {S.PENDING, S.DISPATCHED}, S.CANCELLED, OPERATOR, fenced=False),

@@ -10,6 +10,8 @@ class AttemptOutcome(models.TextChoices):
     FAILURE = "FAILURE"
     CANCELLED = "CANCELLED"
     LOST = "LOST"
+    # The task asked to run again later (ARCHITECTURE §13a): not a failure, no retry used.
+    SNOOZED = "SNOOZED"
 
 
 class ExecutionAttempt(models.Model):

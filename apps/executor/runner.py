@@ -29,6 +29,7 @@ from jobweaver.executor.runners import runner_for
 from jobweaver.executor.services import ClaimedAttempt, Ending, attempt_finish, attempt_start
 from jobweaver.executor.steps import (
     AttemptReleased,
+    AttemptSnoozed,
     AttemptStopped,
     StepContext,
     StepFailed,
@@ -106,6 +107,8 @@ class AttemptRunner:
                 retryable=failure.retryable,
                 **recorded_exception(failure),
             )
+        except AttemptSnoozed as snooze:
+            return self.end(Ending.SNOOZED, snooze_seconds=snooze.seconds)
         except AttemptReleased:
             if self.end(Ending.RELEASED):
                 logger.info(
@@ -154,7 +157,7 @@ class AttemptRunner:
             return None
         outcome = AttemptOutcome.LOST if ending is Ending.RELEASED else str(ending)
         metrics.ATTEMPT_DURATION.labels(outcome).observe(time.monotonic() - self.started)
-        if ending in (Ending.SUCCESS, Ending.FAILURE):
+        if ending in (Ending.SUCCESS, Ending.FAILURE, Ending.SNOOZED):
             logger.info("job %s attempt %d: %s %s", claimed.job_id, claimed.attempt, ending, error)
         return outcome
 

@@ -44,6 +44,7 @@ class Ending(StrEnum):
     FAILURE = "FAILURE"
     CANCELLED = "CANCELLED"  # stopped after a cancel request
     RELEASED = "RELEASED"  # the worker shut down; the job goes back, no retry used
+    SNOOZED = "SNOOZED"  # the task asked to run again later; no retry used (§13a)
 
 
 def attempt_start(
@@ -96,6 +97,7 @@ def attempt_finish(
     exception_type: str = "",
     traceback: str = "",
     exception_mro: tuple[str, ...] = (),
+    snooze_seconds: float = 0.0,
 ) -> bool:
     """Record how the attempt ended together with the lifecycle's decision, atomically.
     Returns False when the fence refused it (the attempt was rescued or cancelled meanwhile, or
@@ -122,6 +124,10 @@ def attempt_finish(
         if not accepted:
             _log_refused(claimed, ending)
         return accepted
+    if ending is Ending.SNOOZED:
+        return executions.execution_snooze(
+            job_id=claimed.job_id, event_id=claimed.event_id, seconds=snooze_seconds, report=report
+        )
     return _attempt_end_otherwise(claimed, ending, report, error, retryable, exception_mro)
 
 

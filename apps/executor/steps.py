@@ -39,6 +39,14 @@ class AttemptReleased(AttemptStopped):
     """The worker is shutting down and its grace period is over: hand the job back."""
 
 
+class AttemptSnoozed(Exception):
+    """The task asked to run again in `seconds` (Snooze): the attempt ends SNOOZED."""
+
+    def __init__(self, seconds: float):
+        super().__init__(f"snoozed for {seconds} s")
+        self.seconds = seconds
+
+
 @dataclass
 class StepContext:
     job_id: str

@@ -36,10 +36,10 @@ from django.db import connections
 from jobweaver.conf import settings
 from jobweaver.core.errors import InvalidRequest
 from jobweaver.executor.services import ClaimedAttempt
-from jobweaver.executor.steps import SLICE_SECONDS, StepContext, StepFailed
+from jobweaver.executor.steps import SLICE_SECONDS, AttemptSnoozed, StepContext, StepFailed
 from jobweaver.jobs.python_tasks.compat import Task, TaskResult, task_finished, task_started
 from jobweaver.jobs.python_tasks.context import JobWeaverTaskContext
-from jobweaver.jobs.python_tasks.exceptions import NonRetryableError, TaskTimedOut
+from jobweaver.jobs.python_tasks.exceptions import NonRetryableError, Snooze, TaskTimedOut
 from jobweaver.jobs.python_tasks.payload import json_only
 from jobweaver.jobs.python_tasks.registry import registry_get
 from jobweaver.jobs.python_tasks.results import TaskResultsBackend, jobweaver_backend
@@ -194,6 +194,8 @@ def run_task(
         raise
     if call_progress and call_progress[-1] != reported:
         on_progress(*call_progress[-1])
+    if isinstance(call.exception, Snooze):
+        raise AttemptSnoozed(call.exception.seconds)
     if call.exception is not None:
         raise _failure(call.exception)
     return _json_result(call.value)

@@ -54,6 +54,8 @@ class JobExecution(models.Model):
     # Deliveries whose dispatch lease expired before any worker started them: sent again with a
     # fresh token, no attempt recorded, no retry used (ARCHITECTURE §4).
     redelivery_count = models.PositiveIntegerField(default=0)
+    # Attempts that ended SNOOZED (ARCHITECTURE §13a): capped by JOBWEAVER_MAX_SNOOZES.
+    snooze_count = models.PositiveIntegerField(default=0, db_default=0)
     # Copied from the job, so the dispatch claim applies pauses and per-key limits to the rows
     # it reads without a join (apps/engine/claim/rules.py).
     queue_name = models.CharField(max_length=100, default="default")

@@ -66,3 +66,11 @@ def picky(kind: str) -> str:
     if kind == "value":
         raise ValueError(f"picky: {kind!r} will never work")
     return kind
+
+
+@task(takes_context=True)
+def snoozer(context: JobWeaverTaskContext, times: int) -> int:
+    """Snooze 0.2 s `times` times (no retry used), then return how many attempts it saw."""
+    if context.attempt <= times:
+        context.snooze(0.2)
+    return context.attempt

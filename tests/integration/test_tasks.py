@@ -21,7 +21,7 @@ from jobweaver.jobs.models import Job
 from jobweaver.jobs.python_tasks.compat import TaskResultStatus, task_enqueued
 from jobweaver.jobs.python_tasks.exceptions import TaskTimedOut
 from jobweaver.scheduler.models import JobExecution
-from jobweaver_site.examples.tasks import add, always_fails, flaky, picky, sleep
+from jobweaver_site.examples.tasks import add, always_fails, flaky, picky, sleep, snoozer
 from tests.integration.helpers import (
     assert_invariants,
     attempts_of,
@@ -153,6 +153,17 @@ def test_picky_dead_letters_an_exception_outside_retry_on_and_retries_one_inside
     assert [a.exception_type for a in attempts_of(retried.id)] == ["builtins.ConnectionError"] * 3
     assert JobExecution.objects.get(job_id=retried.id).retry_count == 2
     assert_invariants([refused.id, retried.id])
+
+
+def test_snoozer_completes_after_three_snoozes_without_a_retry(stack, live_db):
+    result = snoozer.with_options(max_retries=0).enqueue(3)
+
+    wait_for_status(result.id, "COMPLETED", timeout=60)
+
+    assert [a.outcome for a in attempts_of(result.id)] == ["SNOOZED"] * 3 + ["SUCCESS"]
+    assert JobExecution.objects.get(job_id=result.id).retry_count == 0
+    assert snoozer.get_result(result.id).return_value == 4
+    assert_invariants([result.id])
 
 
 def test_a_task_over_its_timeout_fails_at_the_deadline_and_its_late_result_is_ignored(

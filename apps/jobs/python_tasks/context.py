@@ -5,10 +5,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from django.utils.version import PY311
 
 from jobweaver.jobs.python_tasks.compat import TaskContext
+from jobweaver.jobs.python_tasks.exceptions import Snooze
 
 
 @dataclass(frozen=True, slots=PY311, kw_only=True)
@@ -29,6 +31,11 @@ class JobWeaverTaskContext(TaskContext):
         """True once this attempt should stop: return (or raise) soon; whatever it returns
         then is discarded."""
         return self.stop_requested.is_set()
+
+    def snooze(self, seconds: float) -> NoReturn:
+        """End this attempt SNOOZED: the job runs again in `seconds`, no retry used (raises
+        Snooze, so nothing after it runs)."""
+        raise Snooze(seconds)
 
     def report_progress(self, completed: int, total: int) -> None:
         """Shown as the attempt's and the job's progress `{stepsCompleted, totalSteps}`."""
