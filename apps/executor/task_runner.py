@@ -11,6 +11,10 @@ the runner records that ending at once ("timed out after N s" at the deadline, n
 function returns) and raises the stop flag that the function sees through its context
 (`context.is_cancelled()`), so a cooperative task stops within a slice.
 
+An `async def` task runs as a task on the executor's own event loop (one thread for all of this
+process's coroutines) instead; the attempt's thread waits for it the same way, and an attempt
+that ends without it cancels the coroutine: CancelledError at its next await, real cancellation.
+
 Python cannot kill a thread. A function that ignores the flag runs on until it returns, and
 what it returns is discarded: its attempt is closed and the execution's fencing token has moved
 on (to nobody, or to the next attempt), so an outcome offered for it would be refused by
@@ -22,6 +26,8 @@ process's main thread, and Celery's `threads` pool runs attempts in worker threa
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextvars
 import json
 import logging
@@ -29,6 +35,7 @@ import threading
 import traceback as tb
 import uuid
 from collections.abc import Callable
+from inspect import iscoroutinefunction
 from typing import Any
 
 from django.db import connections
@@ -103,8 +110,25 @@ def _failure(exc: BaseException) -> TaskRaised:
     )
 
 
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_lock = threading.Lock()
+
+
+def event_loop() -> asyncio.AbstractEventLoop:
+    """The executor's event loop for `async def` tasks, running in a thread of its own from the
+    first one on: every async attempt of this process is a task on it, so a cancel reaches the
+    coroutine as CancelledError at its next await."""
+    global _loop
+    with _loop_lock:
+        if _loop is None:
+            _loop = asyncio.new_event_loop()
+            threading.Thread(target=_loop.run_forever, name="task-event-loop", daemon=True).start()
+        return _loop
+
+
 class _TaskCall:
-    """The function running in its own thread; what it returned or raised, once `done`."""
+    """The function running in its own thread, or the coroutine on the executor's event loop;
+    what it returned or raised, once `done`."""
 
     def __init__(self, task: Task, args: list, kwargs: dict, context: JobWeaverTaskContext | None):
         self.task, self.args, self.kwargs, self.context = task, args, kwargs, context
@@ -113,29 +137,61 @@ class _TaskCall:
         self.value: Any = None
         self.exception: BaseException | None = None
         self.abandoned_because = ""
+        self.future: concurrent.futures.Future | None = None
 
-    def run(self) -> None:
+    def start(self, name: str) -> None:
+        """Run it: a thread for a function, a task on the event loop for a coroutine. Either
+        carries the attempt's log context (trace, job, attempt)."""
+        arguments = (self.context, *self.args) if self.context is not None else self.args
+        if iscoroutinefunction(self.task.func):
+            # run_coroutine_threadsafe schedules from this thread's context, so the coroutine
+            # logs with the attempt's context too.
+            coroutine = self.task.func(*arguments, **self.kwargs)
+            self.future = asyncio.run_coroutine_threadsafe(coroutine, event_loop())
+            self.future.add_done_callback(self._coroutine_done)
+            return
+        thread = threading.Thread(
+            target=contextvars.copy_context().run,
+            args=(self.run, arguments),
+            name=name,
+            daemon=True,
+        )
+        thread.start()
+
+    def run(self, arguments: tuple) -> None:
         try:
-            if self.context is not None:
-                self.value = self.task.call(self.context, *self.args, **self.kwargs)
-            else:
-                self.value = self.task.call(*self.args, **self.kwargs)
+            self.value = self.task.func(*arguments, **self.kwargs)
         except BaseException as exc:  # noqa: BLE001 - every exception is the attempt's outcome
             self.exception = exc
         finally:
             connections.close_all()  # this thread's own connections, if the task used the ORM
-            self.done.set()
-            if self.abandoned_because:
-                logger.warning(
-                    "task %s returned after its attempt ended (%s); its %s is discarded",
-                    self.task.module_path,
-                    self.abandoned_because,
-                    "exception" if self.exception is not None else "result",
-                )
+            self._finished()
+
+    def _coroutine_done(self, future: concurrent.futures.Future) -> None:
+        try:
+            self.value = future.result()
+        except BaseException as exc:  # noqa: BLE001 - CancelledError included
+            self.exception = exc
+        self._finished()
+
+    def _finished(self) -> None:
+        self.done.set()
+        if self.abandoned_because:
+            logger.warning(
+                "task %s %s after its attempt ended (%s); its %s is discarded",
+                self.task.module_path,
+                "was cancelled" if self.future is not None else "returned",
+                self.abandoned_because,
+                "exception" if self.exception is not None else "result",
+            )
 
     def abandon(self, reason: str) -> None:
+        """The attempt ended without it: a function is asked to stop (its context says so), a
+        coroutine is cancelled."""
         self.abandoned_because = reason
         self.stop.set()
+        if self.future is not None:
+            self.future.cancel()
 
 
 def run_task(
@@ -166,14 +222,7 @@ def run_task(
     args, kwargs = claimed.instruction["args"], claimed.instruction["kwargs"]
     call = _TaskCall(registered, args, kwargs, context)
     _announce(task_started, backend, task_result)
-    # The task's own log lines carry the attempt's log context (trace, job, attempt).
-    thread = threading.Thread(
-        target=contextvars.copy_context().run,
-        args=(call.run,),
-        name=f"task-{str(claimed.job_id)[:8]}",
-        daemon=True,
-    )
-    thread.start()
+    call.start(name=f"task-{str(claimed.job_id)[:8]}")
     reported: tuple[int, int] | None = None
     try:
         while not call.done.wait(SLICE_SECONDS):

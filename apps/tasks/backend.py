@@ -123,9 +123,8 @@ class JobWeaverBackend(TaskResultsBackend):
     supports_defer = True
     supports_get_result = True
     supports_priority = True
-    # The runner calls the function in a thread of its own (apps/executor/task_runner.py);
-    # coroutines would need an event loop there, which nothing needs yet.
-    supports_async_task = False
+    # Coroutines run on the executor's event loop (apps/executor/task_runner.py).
+    supports_async_task = True
 
     def validate_task(self, task: Task) -> None:
         super().validate_task(task)

@@ -10,6 +10,7 @@ Used by the README's quick start, the docs and the tests:
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from jobweaver.jobs.python_tasks.context import JobWeaverTaskContext
@@ -74,3 +75,17 @@ def snoozer(context: JobWeaverTaskContext, times: int) -> int:
     if context.attempt <= times:
         context.snooze(0.2)
     return context.attempt
+
+
+@task
+async def async_add(a: float, b: float) -> float:
+    """An `async def` task: runs on the executor's event loop and returns a + b."""
+    await asyncio.sleep(0)
+    return a + b
+
+
+@task
+async def async_sleep(seconds: float) -> float:
+    """Await asyncio.sleep(seconds): a cancel or a timeout cancels it at once."""
+    await asyncio.sleep(seconds)
+    return seconds

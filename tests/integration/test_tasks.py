@@ -21,7 +21,16 @@ from jobweaver.jobs.models import Job
 from jobweaver.jobs.python_tasks.compat import TaskResultStatus, task_enqueued
 from jobweaver.jobs.python_tasks.exceptions import TaskTimedOut
 from jobweaver.scheduler.models import JobExecution
-from jobweaver_site.examples.tasks import add, always_fails, flaky, picky, sleep, snoozer
+from jobweaver_site.examples.tasks import (
+    add,
+    always_fails,
+    async_add,
+    async_sleep,
+    flaky,
+    picky,
+    sleep,
+    snoozer,
+)
 from tests.integration.helpers import (
     assert_invariants,
     attempts_of,
@@ -164,6 +173,24 @@ def test_snoozer_completes_after_three_snoozes_without_a_retry(stack, live_db):
     assert JobExecution.objects.get(job_id=result.id).retry_count == 0
     assert snoozer.get_result(result.id).return_value == 4
     assert_invariants([result.id])
+
+
+def test_an_async_task_completes_and_a_cancel_stops_a_long_one_within_a_second(stack, live_db):
+    added = async_add.enqueue(2, 3)
+    long = async_sleep.enqueue(60)
+    wait_for_status(added.id, "COMPLETED", timeout=60)
+    wait_for_status(long.id, "RUNNING", timeout=60)
+
+    cancelled_at = timezone.now()
+    response = admin_client().post(f"/api/jobs/{long.id}/cancel")
+    assert response.status_code == 200, response.content
+    wait_for_status(long.id, "CANCELLED", timeout=10)
+
+    assert async_add.get_result(added.id).return_value == 5
+    [attempt] = attempts_of(long.id)
+    assert attempt.outcome == "CANCELLED"
+    assert (attempt.finished_at - cancelled_at).total_seconds() < 1.0
+    assert_invariants([added.id, long.id])
 
 
 def test_a_task_over_its_timeout_fails_at_the_deadline_and_its_late_result_is_ignored(
