@@ -12,7 +12,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 
 from jobweaver.core.errors import JobWeaverError
-from jobweaver.schedules.models import Schedule
+from jobweaver.schedules.models import Schedule, ScheduleSource
 from jobweaver.schedules.services import (
     schedule_create,
     schedule_delete,
@@ -67,8 +67,16 @@ class ScheduleForm(forms.ModelForm):
 @admin.register(Schedule)
 class ScheduleAdmin(admin.ModelAdmin):
     form = ScheduleForm
-    list_display = ["name", "when", "enabled", "next_run_at", "last_slot_at", "last_error"]
-    list_filter = ["enabled", "misfire_policy"]
+    list_display = [
+        "name",
+        "when",
+        "enabled",
+        "source",
+        "next_run_at",
+        "last_slot_at",
+        "last_error",
+    ]
+    list_filter = ["enabled", "source", "misfire_policy"]
     search_fields = ["name"]
     ordering = ["name"]
     readonly_fields = [
@@ -82,6 +90,17 @@ class ScheduleAdmin(admin.ModelAdmin):
         "updated_at",
     ]
     actions = ["pause", "resume"]
+
+    def has_change_permission(self, request: HttpRequest, obj: Schedule | None = None) -> bool:
+        # A schedule declared in code (@periodic) changes with the code: shown, never edited.
+        if obj is not None and obj.source == ScheduleSource.CODE:
+            return False
+        return super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Schedule | None = None) -> bool:
+        if obj is not None and obj.source == ScheduleSource.CODE:
+            return False
+        return super().has_delete_permission(request, obj)
 
     def get_readonly_fields(self, request: HttpRequest, obj=None):
         # The name is the schedule's handle in the API and the CLI: fixed once created.

@@ -14,6 +14,11 @@ class MisfirePolicy(models.TextChoices):
     CATCH_UP_ONCE = slots.CATCH_UP_ONCE, "Catch up once (the latest missed slot)"
 
 
+class ScheduleSource(models.TextChoices):
+    API = "api", "Made through the API, the CLI or the admin"
+    CODE = "code", "Declared in code with @periodic (read-only elsewhere)"
+
+
 class Schedule(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     name = models.SlugField(max_length=100, unique=True)
@@ -30,6 +35,10 @@ class Schedule(models.Model):
         max_length=16, choices=MisfirePolicy.choices, default=MisfirePolicy.SKIP
     )
     enabled = models.BooleanField(default=True)
+    # Where it is defined: a code schedule follows its @periodic declaration (§13a).
+    source = models.CharField(
+        max_length=8, choices=ScheduleSource.choices, default=ScheduleSource.API
+    )
     # The earliest slot not yet submitted (UTC); NULL while disabled.
     next_run_at = models.DateTimeField(null=True, blank=True)
     last_slot_at = models.DateTimeField(null=True, blank=True)

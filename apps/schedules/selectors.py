@@ -55,6 +55,7 @@ def schedule_to_dict(schedule: Schedule) -> dict:
         "template": schedule.job_template,
         "misfirePolicy": schedule.misfire_policy,
         "enabled": schedule.enabled,
+        "source": schedule.source,
         "nextRunAt": iso(schedule.next_run_at),
         "lastSlotAt": iso(schedule.last_slot_at),
         "lastJobId": str(schedule.last_job_id) if schedule.last_job_id else None,

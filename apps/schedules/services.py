@@ -20,16 +20,24 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from jobweaver.accounts.selectors import holds
 from jobweaver.conf import settings
-from jobweaver.core.errors import Forbidden, IdempotencyConflict, InvalidRequest, QuotaExceeded
+from jobweaver.core.errors import (
+    Forbidden,
+    IdempotencyConflict,
+    InvalidRequest,
+    InvalidStateTransition,
+    QuotaExceeded,
+)
 from jobweaver.jobs.services import HIGH_PRIORITY, job_submit
 from jobweaver.jobs.validation import JobSpec
 from jobweaver.schedules import slots
-from jobweaver.schedules.models import Schedule
+from jobweaver.schedules.models import Schedule, ScheduleSource
+from jobweaver.schedules.periodic import Periodic, declarations
 from jobweaver.schedules.selectors import schedule_get
 from jobweaver.schedules.validation import (
     clean_enabled,
@@ -60,6 +68,14 @@ def _first_slot(rule: slots.Rule, now: datetime) -> datetime:
         return slots.first_slot(rule, now=now)
     except slots.InvalidRule as exc:  # a cron that never matches again
         raise InvalidRequest(str(exc)) from None
+
+
+def _refuse_code_schedule(schedule: Schedule) -> None:
+    """A schedule declared in code changes with the code (§13a): 409 anywhere else."""
+    if schedule.source == ScheduleSource.CODE:
+        raise InvalidStateTransition(
+            f"schedule {schedule.name!r} is declared in code (@periodic): change it there"
+        )
 
 
 def _check_template_allowed(spec: JobSpec, owner) -> None:
@@ -127,6 +143,7 @@ def schedule_update(
     if "cron_expression" in changes and "interval_seconds" in changes:
         raise InvalidRequest("give exactly one of cron (with timeZone) or intervalSeconds")
     schedule = schedule_get(name=name, user=user, for_update=True)
+    _refuse_code_schedule(schedule)
     rule_changed = {"cron_expression", "time_zone", "interval_seconds"} & set(changes)
     if rule_changed:
         if "interval_seconds" in changes:
@@ -173,8 +190,108 @@ def schedule_disable(*, name: str, user=None) -> Schedule:
 @transaction.atomic
 def schedule_delete(*, name: str, user=None) -> None:
     """Delete a schedule. The jobs it submitted stay."""
-    schedule_get(name=name, user=user, for_update=True).delete()
+    schedule = schedule_get(name=name, user=user, for_update=True)
+    _refuse_code_schedule(schedule)
+    schedule.delete()
     logger.info("schedule %s deleted", name)
+
+
+# --- schedules declared in code ------------------------------------------------------------------
+
+# One sync at a time, cluster-wide: two processes starting together wait for each other.
+SYNC_LOCK_KEY = 0x4A_57_53_43  # "JWSC"
+RULE_FIELDS = ("cron_expression", "time_zone", "interval_seconds")
+
+
+@dataclass
+class Synced:
+    """What a sync of the code's schedules did, by schedule name."""
+
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    disabled: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # a name an API schedule already has
+
+
+@transaction.atomic
+def schedules_sync_code(*, now: datetime | None = None) -> Synced:
+    """Make the database follow this process's @periodic declarations (§13a): create the new
+    ones, update the changed ones (a new rule starts at its first slot after `now`; a disabled
+    one is enabled again), disable the ones the code no longer declares. Idempotent, and
+    serialized by an advisory lock, so several processes may sync at once. A declaration whose
+    name an API schedule holds is skipped and logged: the operator's schedule stays."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [SYNC_LOCK_KEY])
+    declared = declarations()
+    synced = Synced()
+    existing = {
+        schedule.name: schedule
+        for schedule in Schedule.objects.select_for_update().filter(
+            Q(source=ScheduleSource.CODE) | Q(name__in=list(declared))
+        )
+    }
+    for name, declaration in sorted(declared.items()):
+        schedule = existing.get(name)
+        if schedule is not None and schedule.source != ScheduleSource.CODE:
+            logger.error("@periodic %s not synced: an API schedule has that name", name)
+            synced.skipped.append(name)
+            continue
+        clean_job_template(declaration.job_template)  # as a firing will read it
+        if schedule is None:
+            _code_schedule(declaration, now).save(force_insert=True)
+            synced.created.append(name)
+        elif _sync_one(schedule, declaration, now):
+            synced.updated.append(name)
+    for name, schedule in sorted(existing.items()):
+        if name not in declared and schedule.source == ScheduleSource.CODE and schedule.enabled:
+            schedule.enabled, schedule.next_run_at = False, None
+            schedule.save(update_fields=["enabled", "next_run_at", "updated_at"])
+            synced.disabled.append(name)
+    if synced.created or synced.updated or synced.disabled:
+        logger.info(
+            "code schedules synced: created %s, updated %s, disabled %s",
+            synced.created or "none",
+            synced.updated or "none",
+            synced.disabled or "none",
+        )
+    return synced
+
+
+def _code_schedule(declaration: Periodic, now: datetime | None) -> Schedule:
+    schedule = Schedule(
+        name=declaration.name,
+        source=ScheduleSource.CODE,
+        created_by=None,
+        **_declared_fields(declaration),
+    )
+    schedule.next_run_at = _first_slot(schedule.rule, _now(now))
+    return schedule
+
+
+def _declared_fields(declaration: Periodic) -> dict:
+    return {
+        "cron_expression": declaration.cron_expression,
+        "time_zone": declaration.time_zone or "UTC",
+        "interval_seconds": declaration.interval_seconds,
+        "job_template": declaration.job_template,
+        "misfire_policy": declaration.misfire_policy,
+        "enabled": True,
+    }
+
+
+def _sync_one(schedule: Schedule, declaration: Periodic, now: datetime | None) -> bool:
+    """Bring one code schedule in line with its declaration; whether anything changed."""
+    wanted = _declared_fields(declaration)
+    changed = [name for name, value in wanted.items() if getattr(schedule, name) != value]
+    if not changed:
+        return False
+    restart = bool(set(changed) & {*RULE_FIELDS, "enabled"})
+    for name in changed:
+        setattr(schedule, name, wanted[name])
+    if restart:  # slots of the old rule (or while disabled) are not caught up
+        schedule.next_run_at = _first_slot(schedule.rule, _now(now))
+    schedule.save()
+    return True
 
 
 # --- firing ------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
     TASKS = {"default": {"BACKEND": "jobweaver.tasks.JobWeaverBackend"}}
 
-    from jobweaver.tasks import NonRetryableError, Snooze, task
+    from jobweaver.tasks import NonRetryableError, Snooze, periodic, task
 
 Exported lazily: importing this package (as Django does to find the backend) imports no model.
 """
@@ -16,6 +16,8 @@ _LAZY = {
     "task": "jobweaver.tasks.declare",
     # Raised by a task: dead-letter at once, whatever retries are left (ARCHITECTURE §13a).
     "NonRetryableError": "jobweaver.jobs.python_tasks.exceptions",
+    # Declares a schedule for a task, deployed with the code (ARCHITECTURE §13a).
+    "periodic": "jobweaver.schedules.periodic",
     # Raised by a task: run again in N seconds, no retry used (ARCHITECTURE §13a).
     "Snooze": "jobweaver.jobs.python_tasks.exceptions",
 }

@@ -14,7 +14,7 @@ import asyncio
 import time
 
 from jobweaver.jobs.python_tasks.context import JobWeaverTaskContext
-from jobweaver.tasks import task
+from jobweaver.tasks import periodic, task
 
 SLICE_SECONDS = 0.05
 
@@ -89,3 +89,10 @@ async def async_sleep(seconds: float) -> float:
     """Await asyncio.sleep(seconds): a cancel or a timeout cancels it at once."""
     await asyncio.sleep(seconds)
     return seconds
+
+
+@periodic(cron="0 3 * * *", timezone="UTC")
+@task
+def nightly_digest() -> str:
+    """A schedule deployed with the code: runs every night at 03:00 UTC."""
+    return "digest sent"

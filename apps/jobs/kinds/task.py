@@ -13,8 +13,9 @@ from django.utils.html import format_html
 from jobweaver.executor.models import AttemptOutcome, ExecutionAttempt
 from jobweaver.jobs.kinds.base import JobKind, ReadJson
 from jobweaver.jobs.models import Job, JobType
+from jobweaver.jobs.python_tasks.options import declared_policy
 from jobweaver.jobs.python_tasks.payload import validate_task_payload
-from jobweaver.jobs.python_tasks.registry import registered_paths
+from jobweaver.jobs.python_tasks.registry import registered_paths, registry_get
 from jobweaver.scheduler.models import ExecutionStatus, JobExecution
 
 
@@ -24,7 +25,9 @@ class TaskKind(JobKind):
     shows_result = True
 
     def parse_payload(self, payload: Any) -> dict:
-        return {"steps": [], "task": validate_task_payload(payload)}
+        task = validate_task_payload(payload)
+        # The task's declared policy applies to every job of it, however submitted (§13a).
+        return {"steps": [], "task": task, **declared_policy(registry_get(task["task"]))}
 
     def total_steps(self, job: Job, latest: ExecutionAttempt | None) -> int:
         # A task reports its own progress (context.report_progress).

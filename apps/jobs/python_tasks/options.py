@@ -99,3 +99,16 @@ def call_keys(task, kwargs: dict) -> dict:
         key = template.format(**{field: kwargs[field] for field in _fields(template, name)})
         keys.update(spec_fields(checked_key(key, name)))
     return keys
+
+
+POLICY_OPTIONS = ("retry_on", "retry_backoff", "retry_jitter", "hard_timeout_seconds")
+
+
+def declared_policy(task) -> dict:
+    """The JobSpec fields of a registered task's declared retry policy and hard timeout (those
+    it sets): what every job of the task carries, from the API, a schedule or `enqueue`."""
+    return {
+        name: getattr(task, name)
+        for name in POLICY_OPTIONS
+        if getattr(task, name, None) is not None
+    }
