@@ -172,6 +172,10 @@ def test_two_beats_fire_a_code_schedule_once_per_slot():
     assert {job.instruction["task"] for job in jobs_of(schedule)} == {nightly_digest.module_path}
 
 
+@dep14_task
+def other_digest() -> None: ...
+
+
 @pytest.mark.django_db
 def test_a_bad_declaration_fails_where_it_is_written():
     with pytest.raises(TypeError, match="above @task"):
@@ -180,9 +184,6 @@ def test_a_bad_declaration_fails_where_it_is_written():
         periodic(cron="not a cron")(add)
     with pytest.raises(InvalidRequest):
         periodic(cron="* * * * *", interval_seconds=60)(add)
-
-    @dep14_task
-    def other_digest() -> None: ...
 
     with pytest.raises(ValueError, match="declared for both"):
         periodic(interval_seconds=60, name=DIGEST)(other_digest)

@@ -70,11 +70,12 @@ def test_past_the_most_snoozes_the_job_dead_letters(settings):
     assert not check_invariants(job_ids=[result.id])
 
 
-def test_raising_snooze_works_like_the_context():
-    @task
-    def later() -> None:
-        raise Snooze(30)
+@task
+def later() -> None:
+    raise Snooze(30)
 
+
+def test_raising_snooze_works_like_the_context():
     registry_add(later)
     try:
         result = later.enqueue()

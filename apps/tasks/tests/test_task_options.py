@@ -81,11 +81,16 @@ def test_an_exception_in_retry_on_is_retried_until_the_retries_are_used():
     assert state(result) == ("FAILED", 2, 3)
 
 
-def test_a_subclass_of_a_retry_on_class_is_retried():
-    @task(retry_on=(OSError,))
-    def refuses() -> None:
-        raise ConnectionRefusedError("no")
+@task(retry_on=(OSError,))
+def refuses() -> None:
+    raise ConnectionRefusedError("no")
 
+
+def undeclared() -> None:
+    """A module-level function (DEP 14 wants one) for declarations a test makes."""
+
+
+def test_a_subclass_of_a_retry_on_class_is_retried():
     registry_add(refuses)
     try:
         result = refuses.with_options(max_retries=1).enqueue()
@@ -144,9 +149,7 @@ def test_bad_options_are_refused_where_they_are_written(options, message):
     with pytest.raises(InvalidTaskError, match=message):
         add.with_options(**options)
     with pytest.raises(InvalidTaskError, match=message):
-
-        @task(**options)
-        def declared() -> None: ...
+        task(**options)(undeclared)
 
 
 def test_an_unknown_option_is_a_type_error():
@@ -160,6 +163,4 @@ def test_the_decorator_needs_jobweavers_backend(settings):
         "other": {"BACKEND": "django_tasks.backends.dummy.DummyBackend"},
     }
     with pytest.raises(ImproperlyConfigured, match="JobWeaver's backend"):
-
-        @task(backend="other")
-        def elsewhere() -> None: ...
+        task(backend="other")(undeclared)
