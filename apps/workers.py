@@ -14,7 +14,6 @@ what it needs. Both scale out by running more processes (Kafka spreads the parti
 
 from __future__ import annotations
 
-import logging
 import os
 from dataclasses import dataclass
 
@@ -108,17 +107,6 @@ def _keep_alive_signals(role: str) -> None:
         signals.after_task_publish.connect(touch, weak=False)
 
 
-def _sync_code_schedules() -> None:
-    """The code's @periodic schedules, as this release declares them (§13a). A failure is
-    logged, never fatal: the schedules as they were keep firing."""
-    from jobweaver.schedules.services import schedules_sync_code
-
-    try:
-        schedules_sync_code()
-    except Exception:
-        logging.getLogger(__name__).exception("code schedules not synced")
-
-
 def run(options: WorkerOptions, *, dry_run: bool = False) -> str | None:
     """Start the role in this process (Django is set up); with `dry_run`, return its Celery
     command line instead: settings, apps and the Celery app load, nothing connects."""
@@ -135,8 +123,7 @@ def run(options: WorkerOptions, *, dry_run: bool = False) -> str | None:
         return " ".join(["celery", *argv])
     if options.role != "beat":
         kafka.ensure_topics()  # the topics it consumes, with their partition counts
-    if options.role in ("beat", "scheduler"):
-        _sync_code_schedules()
+
     # Counters of this process, on a port of its own (why not multiprocess: core/metrics.py).
     metrics.serve(settings.JOBWEAVER_METRICS_PORT)
     tracing.configure(options.role)  # OpenTelemetry export when OTEL_EXPORTER_OTLP_ENDPOINT is set

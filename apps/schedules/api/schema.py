@@ -60,6 +60,10 @@ class ScheduleDetail(serializers.Serializer):
     template = serializers.JSONField(help_text="the job request each slot submits")
     misfirePolicy = serializers.ChoiceField(choices=list(slots.MISFIRE_POLICIES))
     enabled = serializers.BooleanField()
+    source = serializers.ChoiceField(
+        choices=["api", "code"],
+        help_text="code: declared with @periodic, read-only here (changes answer 409)",
+    )
     nextRunAt = serializers.DateTimeField(
         allow_null=True, help_text="the next slot (UTC); null while paused"
     )

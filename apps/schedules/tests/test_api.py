@@ -63,6 +63,7 @@ def test_create_show_list_patch_pause_resume_delete(api):
         "template": TEMPLATE,
         "misfirePolicy": "SKIP",
         "enabled": True,
+        "source": "api",
         "nextRunAt": None,
         "lastSlotAt": None,
         "lastJobId": None,

@@ -58,11 +58,17 @@ def test_only_a_completed_task_shows_its_successful_attempts_result():
     succeeded = ExecutionAttempt(outcome=AttemptOutcome.SUCCESS, result=3)
     attempts = [failed, succeeded]
 
-    completed = JobExecution(status=ExecutionStatus.COMPLETED)
-    assert TASK.job_detail(completed, attempts) == {"result": 3}
-    assert TASK.job_detail(JobExecution(status=ExecutionStatus.RUNNING), attempts) == {
-        "result": None
+    job = Job(instruction=ADD, retry_on=["builtins.ConnectionError"], retry_jitter=0.5)
+    completed = JobExecution(status=ExecutionStatus.COMPLETED, job=job)
+    policy = {
+        "retryOn": ["builtins.ConnectionError"],
+        "retryBackoff": None,
+        "retryJitter": 0.5,
+        "hardTimeoutSeconds": None,
     }
+    assert TASK.job_detail(completed, attempts) == {"result": 3, "retryPolicy": policy}
+    running = JobExecution(status=ExecutionStatus.RUNNING, job=job)
+    assert TASK.job_detail(running, attempts) == {"result": None, "retryPolicy": policy}
     assert TASK.attempt_detail(failed) == {
         "exceptionType": "x.Boom",
         "traceback": None,

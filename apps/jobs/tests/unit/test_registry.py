@@ -15,10 +15,18 @@ from jobweaver.jobs.python_tasks.registry import (
 from jobweaver_site.examples import tasks as example_tasks
 
 EXAMPLES = [
-    "jobweaver_site.examples.tasks.add",
-    "jobweaver_site.examples.tasks.always_fails",
-    "jobweaver_site.examples.tasks.flaky",
-    "jobweaver_site.examples.tasks.sleep",
+    f"jobweaver_site.examples.tasks.{name}"
+    for name in (
+        "add",
+        "always_fails",
+        "async_add",
+        "async_sleep",
+        "flaky",
+        "nightly_digest",
+        "picky",
+        "sleep",
+        "snoozer",
+    )
 ]
 
 
