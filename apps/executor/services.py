@@ -124,11 +124,9 @@ def attempt_finish(
         if not accepted:
             _log_refused(claimed, ending)
         return accepted
-    if ending is Ending.SNOOZED:
-        return executions.execution_snooze(
-            job_id=claimed.job_id, event_id=claimed.event_id, seconds=snooze_seconds, report=report
-        )
-    return _attempt_end_otherwise(claimed, ending, report, error, retryable, exception_mro)
+    return _attempt_end_otherwise(
+        claimed, ending, report, error, retryable, exception_mro, snooze_seconds
+    )
 
 
 @transaction.atomic
@@ -139,8 +137,11 @@ def _attempt_end_otherwise(
     error: str,
     retryable: bool,
     exception_mro: tuple[str, ...],
+    snooze_seconds: float,
 ) -> bool:
     ids = {"job_id": claimed.job_id, "event_id": claimed.event_id, "report": report}
+    if ending is Ending.SNOOZED:
+        return executions.execution_snooze(**ids, seconds=snooze_seconds)
     if ending is Ending.FAILURE:
         decision = executions.execution_fail(
             **ids, error=error, retryable=retryable, exception_mro=exception_mro

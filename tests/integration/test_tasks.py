@@ -37,7 +37,7 @@ from tests.integration.helpers import (
     wait_for_status,
     worker_pid,
 )
-from tests.stack import wait_for
+from tests.stack import WorkerProcess, wait_for
 
 pytestmark = [pytest.mark.integration]
 
@@ -276,3 +276,27 @@ def test_an_unregistered_path_over_the_api_is_a_400_and_persists_nothing(stack, 
     assert response.json()["errorCode"] == "API.INVALID_REQUEST"
     assert Job.objects.count() == before
     assert CANARY not in sys.modules
+
+
+def test_a_periodic_schedule_exists_once_a_beat_starts_and_is_read_only(stack, live_db):
+    """The examples' @periodic nightly_digest: a beat starting (a second one, beside the
+    stack's) syncs it as a code schedule; the API refuses to change it."""
+    from jobweaver.schedules.models import Schedule
+
+    Schedule.objects.filter(name="nightly_digest").delete()
+    second_beat = WorkerProcess("beat", f"beat-{uuid.uuid4().hex[:6]}").start()
+    try:
+        wait_for(
+            lambda: Schedule.objects.filter(name="nightly_digest", source="code").exists(),
+            timeout=60,
+            message="the starting beat to sync the code's schedules",
+        )
+        response = admin_client().patch(
+            "/api/schedules/nightly_digest", {"intervalSeconds": 60}, format="json"
+        )
+        assert response.status_code == 409, response.content
+        assert "declared in code" in response.json()["message"]
+        schedule = Schedule.objects.get(name="nightly_digest")
+        assert (schedule.cron_expression, schedule.enabled) == ("0 3 * * *", True)
+    finally:
+        second_beat.stop()
