@@ -110,6 +110,10 @@ def _failure(exc: BaseException) -> TaskRaised:
     )
 
 
+# jobweaver.testing runs a function in the attempt's own thread, so it sees the test's
+# uncommitted rows through the test's connection; an executor never does.
+RUN_IN_CALLERS_THREAD = False
+
 _loop: asyncio.AbstractEventLoop | None = None
 _loop_lock = threading.Lock()
 
@@ -150,6 +154,9 @@ class _TaskCall:
             self.future = asyncio.run_coroutine_threadsafe(coroutine, event_loop())
             self.future.add_done_callback(self._coroutine_done)
             return
+        if RUN_IN_CALLERS_THREAD:
+            self.run(arguments, own_thread=False)
+            return
         thread = threading.Thread(
             target=contextvars.copy_context().run,
             args=(self.run, arguments),
@@ -158,13 +165,14 @@ class _TaskCall:
         )
         thread.start()
 
-    def run(self, arguments: tuple) -> None:
+    def run(self, arguments: tuple, *, own_thread: bool = True) -> None:
         try:
             self.value = self.task.func(*arguments, **self.kwargs)
         except BaseException as exc:  # noqa: BLE001 - every exception is the attempt's outcome
             self.exception = exc
         finally:
-            connections.close_all()  # this thread's own connections, if the task used the ORM
+            if own_thread:
+                connections.close_all()  # this thread's connections, if the task used the ORM
             self._finished()
 
     def _coroutine_done(self, future: concurrent.futures.Future) -> None:
