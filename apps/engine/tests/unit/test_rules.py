@@ -1,5 +1,9 @@
 """The pure half of per-key limits: patterns and the plan a claim follows."""
 
+import itertools
+import re
+import threading
+
 import pytest
 
 from jobweaver.engine.claim.rules import (
@@ -30,10 +34,46 @@ from jobweaver.engine.claim.rules import (
         ("50%_off", "50%_off", True),
         ("50%_off", "50x-off", False),  # % and _ are literal, unlike SQL LIKE
         ("a.b", "axb", False),  # . is literal, unlike a regex
+        ("a*a", "a", False),  # the first and the last piece may not overlap
+        ("a*a", "aa", True),
+        ("**", "", True),
+        ("*x*", "yyxyy", True),
+        ("ab*ba*ab", "abbaab", True),
+        ("ab*ba*ab", "abab", False),
     ],
 )
 def test_glob_matches(pattern, key, matches):
     assert glob_matches(pattern, key) is matches
+
+
+def test_a_pattern_built_to_backtrack_is_matched_without_backtracking():
+    # As a regex, "*a*a*a*a*!" against 200 a's took 4 s and each star more multiplies that;
+    # here each piece is one str.find. Run on a thread with a deadline, so a matcher that
+    # backtracks again fails this test instead of hanging the suite.
+    key = "a" * 10_000
+    results: list[bool] = []
+    worker = threading.Thread(
+        target=lambda: results.extend(
+            [glob_matches("*a" * 50 + "*!", key), glob_matches("*a" * 50 + "*", key)]
+        ),
+        daemon=True,
+    )
+    worker.start()
+    worker.join(timeout=10)
+    assert results == [False, True]
+
+
+def test_the_matcher_agrees_with_a_regex_on_every_short_pattern_and_key():
+    # The regex is a fine reference where it cannot blow up: patterns of up to 5 characters.
+    def by_regex(pattern: str, key: str) -> bool:
+        parts = (re.escape(part) for part in pattern.split("*"))
+        return re.fullmatch(".*".join(parts), key, re.DOTALL) is not None
+
+    patterns = ["".join(p) for n in range(6) for p in itertools.product("ab*", repeat=n)]
+    keys = ["".join(k) for n in range(6) for k in itertools.product("ab", repeat=n)]
+    for pattern in patterns:
+        for key in keys:
+            assert glob_matches(pattern, key) is by_regex(pattern, key), (pattern, key)
 
 
 def test_like_pattern_escapes_what_like_would_read_as_wildcards():
