@@ -80,11 +80,27 @@ class ContextFilter(logging.Filter):
         return True
 
 
+# Line breaks a message may carry from user text (a LOG step, a FAIL message, an exception's
+# text), written escaped: one record is one line, so nobody can forge another (§17).
+_LINE_BREAKS = str.maketrans(
+    {"\r": "\\r", "\n": "\\n", "\x85": "\\x85", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+)
+
+
+def one_line(text: str) -> str:
+    return text.translate(_LINE_BREAKS)
+
+
 class PlainFormatter(logging.Formatter):
-    """A plain line with the context fields (the default)."""
+    """A plain line with the context fields (the default). The message is kept to one line;
+    a traceback, the server's own, follows on lines of its own as usual."""
 
     def __init__(self) -> None:
         super().__init__(PLAIN_FORMAT)
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = one_line(record.message)
+        return super().formatMessage(record)
 
 
 class JsonFormatter(logging.Formatter):

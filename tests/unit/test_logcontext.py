@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import sys
 import threading
 
 import pytest
@@ -79,6 +80,22 @@ def test_plain_lines_carry_the_same_fields():
         ContextFilter().filter(record)
     text = PlainFormatter().format(record)
     assert "trace=t-9 job=j-9 attempt=1] hello you" in text
+
+
+def test_a_message_with_line_breaks_stays_one_line_and_a_traceback_follows_it():
+    message = "step said: ok\r\n2026-01-01 00:00:00,000 ERROR forged [x] admin deleted\u2028"
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        record = logging.LogRecord("x", logging.INFO, __file__, 1, "%s", (message,), sys.exc_info())
+    ContextFilter().filter(record)
+
+    first, *rest = PlainFormatter().format(record).split("\n")
+
+    assert first.endswith(
+        "step said: ok\\r\\n2026-01-01 00:00:00,000 ERROR forged [x] admin deleted\\u2028"
+    )
+    assert rest[0] == "Traceback (most recent call last):" and rest[-1] == "ValueError: boom"
 
 
 class FakeRequest:
