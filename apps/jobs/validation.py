@@ -203,7 +203,10 @@ def parse_job_request(body: Any) -> JobSpec:
             "timeoutSeconds",
             settings.JOBWEAVER_DEFAULT_TIMEOUT_SECONDS,
             1,
-            settings.JOBWEAVER_MAX_TIMEOUT_SECONDS,
+            # A TASK's function holds its slot until it returns (§17); steps are capped apart.
+            settings.JOBWEAVER_MAX_TASK_TIMEOUT_SECONDS
+            if job_type == "TASK"
+            else settings.JOBWEAVER_MAX_TIMEOUT_SECONDS,
         ),
         **_unique(body),
         **_routing(body),

@@ -138,10 +138,9 @@ class JobWeaverBackend(TaskResultsBackend):
                 f"max_retries must be between 0 and {settings.JOBWEAVER_MAX_RETRY_COUNT}."
             )
         timeout = getattr(task, "timeout_seconds", None)
-        if timeout is not None and not 1 <= timeout <= settings.JOBWEAVER_MAX_TIMEOUT_SECONDS:
-            raise InvalidTaskError(
-                f"timeout_seconds must be between 1 and {settings.JOBWEAVER_MAX_TIMEOUT_SECONDS}."
-            )
+        most = settings.JOBWEAVER_MAX_TASK_TIMEOUT_SECONDS
+        if timeout is not None and not 1 <= timeout <= most:
+            raise InvalidTaskError(f"timeout_seconds must be between 1 and {most}.")
         key = getattr(task, "idempotency_key", None)
         if key is not None and not 0 < len(key) <= MAX_IDEMPOTENCY_KEY_CHARS:
             raise InvalidTaskError(

@@ -108,6 +108,14 @@ def validate_steps(payload: Any) -> list[dict]:
             f"payload.steps simulate {simulated_ms / 1000:g} s in total; at most "
             f"{limit_seconds:g} s per job (SLEEP durationMs + HTTP_CALL latencyMs)"
         )
+    # Per job, not per step: a hundred COMPUTE steps at the step's cap held a slot for hours.
+    iterations = sum(step.get("iterations", 0) for step in validated)
+    limit_iterations = settings.JOBWEAVER_MAX_COMPUTE_ITERATIONS_PER_JOB
+    if iterations > limit_iterations:
+        raise InvalidRequest(
+            f"payload.steps compute {iterations} iterations in total; at most "
+            f"{limit_iterations} per job (COMPUTE iterations)"
+        )
     return validated
 
 

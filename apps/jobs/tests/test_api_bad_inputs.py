@@ -83,6 +83,8 @@ CASES: dict[str, Bad] = {
     "simulated time over the cap": Bad(400, "API.INVALID_REQUEST", job(*[{"action": "SLEEP", "durationMs": 600_000}] * 7)),
     "simulated latency over the cap": Bad(400, "API.INVALID_REQUEST", job({"action": "HTTP_CALL", "url": "https://a.example", "latencyMs": 600_000}), settings={"JOBWEAVER_MAX_SIMULATED_SECONDS_PER_JOB": 60}),
     "101 steps": Bad(400, "API.INVALID_REQUEST", job(*[LOG] * 101)),
+    "COMPUTE iterations over the per-job cap": Bad(400, "API.INVALID_REQUEST", job(*[{"action": "COMPUTE", "iterations": 100_000_000}] * 2)),
+    "a TASK's timeoutSeconds above the task cap": Bad(400, "API.INVALID_REQUEST", {"jobType": "TASK", "payload": {"task": "jobweaver_site.examples.tasks.add", "args": [1, 2]}, "timeoutSeconds": 3601}),
     "maxRetryCount above the limit": Bad(400, "API.INVALID_REQUEST", job(maxRetryCount=26)),
     "timeoutSeconds above the limit": Bad(400, "API.INVALID_REQUEST", job(timeoutSeconds=86_401)),
     "priority 10": Bad(400, "API.INVALID_REQUEST", job(priority=10)),
