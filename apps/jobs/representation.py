@@ -23,7 +23,9 @@ def attempt_to_dict(attempt: ExecutionAttempt) -> dict:
     }
 
 
-def job_to_dict(job: Job, attempts: list[ExecutionAttempt]) -> dict:
+def job_to_dict(job: Job, attempts: list[ExecutionAttempt], *, tracebacks: bool = True) -> dict:
+    """The job detail; without `tracebacks`, a TASK attempt's traceback is left out (null):
+    it is the server's code, shown to operators only (ARCHITECTURE §17)."""
     execution = job.execution
     kind = kind_of(job)
     latest = attempts[-1] if attempts else None
@@ -53,4 +55,8 @@ def job_to_dict(job: Job, attempts: list[ExecutionAttempt]) -> dict:
         "concurrencyKey": job.concurrency_key,
     }
     detail.update(kind.job_detail(execution, attempts))  # e.g. a TASK's result
+    if not tracebacks:
+        for attempt in detail["attempts"]:
+            if attempt.get("traceback") is not None:
+                attempt["traceback"] = None
     return detail

@@ -74,7 +74,14 @@ def job_detail(*, job_id: str | uuid.UUID, user=None) -> dict:
     """The job detail of ARCHITECTURE §8 (the API's and `submit_job --json`'s), attempts oldest
     first, for a job visible to `user`; JobNotFound otherwise."""
     job = job_get(job_id=job_id, user=user)
-    return job_to_dict(job, attempts_for_jobs(job_ids=[job.id])[job.id])
+    attempts = attempts_for_jobs(job_ids=[job.id])[job.id]
+    return job_to_dict(job, attempts, tracebacks=sees_tracebacks(user))
+
+
+def sees_tracebacks(user) -> bool:
+    """Tracebacks are the server's code: operators (view_all_jobs) and trusted callers (the
+    CLI) see them, a submitter sees the exception's type and message (§17)."""
+    return user is None or holds(user, VIEW_ALL_JOBS)
 
 
 def active_job_count(*, user) -> int:

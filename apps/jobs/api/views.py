@@ -27,6 +27,7 @@ from jobweaver.jobs.selectors import (
     job_get,
     job_list,
     job_stats,
+    sees_tracebacks,
 )
 from jobweaver.jobs.services import (
     TRACE_ID_PATTERN,
@@ -180,9 +181,10 @@ class JobListCreateView(JobView):
             size=size,
         )
         attempts = attempts_for_jobs(job_ids=[job.id for job in jobs])
+        tracebacks = sees_tracebacks(request.user)
         return Response(
             {
-                "jobs": [job_to_dict(job, attempts[job.id]) for job in jobs],
+                "jobs": [job_to_dict(job, attempts[job.id], tracebacks=tracebacks) for job in jobs],
                 "page": page,
                 "size": size,
                 "totalElements": total,

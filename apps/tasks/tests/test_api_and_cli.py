@@ -14,6 +14,7 @@ from django.db import connections
 from rest_framework.test import APIClient
 
 from jobweaver.jobs.models import Job
+from jobweaver.jobs.tests.api_helpers import api_client
 from jobweaver.scheduler.models import JobExecution
 from jobweaver.tasks.tests.test_backend import run_next_attempt
 
@@ -81,7 +82,30 @@ def test_the_detail_of_a_failed_task_shows_each_exception(client):
     [attempt] = detail["attempts"]
     assert attempt["errorMessage"] == "RuntimeError: no luck"
     assert attempt["exceptionType"] == "builtins.RuntimeError"
-    assert attempt["traceback"].endswith("RuntimeError: no luck\n")
+    assert attempt["traceback"].endswith("RuntimeError: no luck\n")  # an operator's view
+
+
+def test_a_submitter_sees_the_exception_but_not_the_servers_traceback():
+    submitter = api_client("submitter")  # add, change and view their own jobs
+    response = post_job(
+        submitter,
+        {
+            "jobType": "TASK",
+            "payload": {"task": "jobweaver_site.examples.tasks.always_fails", "args": ["no"]},
+            "maxRetryCount": 0,
+        },
+    )
+    job_id = response.json()["jobId"]
+    run_next_attempt(job_id)
+
+    for detail in (
+        submitter.get(f"/api/jobs/{job_id}").json(),
+        submitter.get("/api/jobs").json()["jobs"][0],
+    ):
+        [attempt] = detail["attempts"]
+        assert attempt["exceptionType"] == "builtins.RuntimeError"
+        assert attempt["errorMessage"] == "RuntimeError: no"
+        assert attempt["traceback"] is None
 
 
 @pytest.mark.parametrize(
