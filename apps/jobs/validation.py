@@ -203,10 +203,7 @@ def parse_job_request(body: Any) -> JobSpec:
             "timeoutSeconds",
             settings.JOBWEAVER_DEFAULT_TIMEOUT_SECONDS,
             1,
-            # A TASK's function holds its slot until it returns (§17); steps are capped apart.
-            settings.JOBWEAVER_MAX_TASK_TIMEOUT_SECONDS
-            if job_type == "TASK"
-            else settings.JOBWEAVER_MAX_TIMEOUT_SECONDS,
+            kind_named(job_type).max_timeout_seconds(),
         ),
         **_unique(body),
         **_routing(body),

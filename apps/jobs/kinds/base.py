@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 from django import forms
 from rest_framework import serializers
 
+from jobweaver.conf import settings
 from jobweaver.executor.models import ExecutionAttempt
 from jobweaver.jobs.models import Job
 from jobweaver.scheduler.models import JobExecution
@@ -24,6 +25,10 @@ class JobKind:
     payload_schema: ClassVar[type[serializers.Serializer] | None] = None
 
     # --- validation (apps/jobs/validation.py) -------------------------------------------------
+
+    def max_timeout_seconds(self) -> int:
+        """The highest `timeoutSeconds` a job of this kind may ask for."""
+        return settings.JOBWEAVER_MAX_TIMEOUT_SECONDS
 
     def parse_payload(self, payload: Any) -> dict:
         """The validated `payload` of a request, as JobSpec fields; InvalidRequest if not."""

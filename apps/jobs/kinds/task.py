@@ -10,6 +10,7 @@ from typing import Any
 from django import forms
 from django.utils.html import format_html
 
+from jobweaver.conf import settings
 from jobweaver.executor.models import AttemptOutcome, ExecutionAttempt
 from jobweaver.jobs.kinds.base import JobKind, ReadJson
 from jobweaver.jobs.models import Job, JobType
@@ -23,6 +24,10 @@ class TaskKind(JobKind):
     name = JobType.TASK.value
     form_label = "Python task"
     shows_result = True
+
+    def max_timeout_seconds(self) -> int:
+        # A function holds its slot until it returns (§17): capped apart from steps.
+        return settings.JOBWEAVER_MAX_TASK_TIMEOUT_SECONDS
 
     def parse_payload(self, payload: Any) -> dict:
         task = validate_task_payload(payload)
