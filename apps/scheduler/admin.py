@@ -65,6 +65,22 @@ CHANGE_LIMIT = "jobweaver_scheduler.change_concurrencylimit"
 CHANGE_QUEUE = "jobweaver_scheduler.change_queue"
 
 
+class ChangedByOnePermission(admin.ModelAdmin):
+    """Adding, changing and deleting need `permission`, the one the API's views need for the
+    same change; staff status grants nothing."""
+
+    permission: str
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm(self.permission)
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return request.user.has_perm(self.permission)
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return request.user.has_perm(self.permission)
+
+
 def _form_error(error: InvalidRequest) -> forms.ValidationError:
     return forms.ValidationError(error.message)
 
@@ -89,7 +105,7 @@ class PauseForm(forms.ModelForm):
 
 
 @admin.register(Pause)
-class PauseAdmin(admin.ModelAdmin):
+class PauseAdmin(ChangedByOnePermission):
     """Add = pause (queue_pause), delete = resume (queue_resume); a pause is not edited."""
 
     form = PauseForm
@@ -97,14 +113,10 @@ class PauseAdmin(admin.ModelAdmin):
     list_filter = ["scope"]
     readonly_fields = ["paused_by", "paused_at"]
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm(CHANGE_PAUSE)
+    permission = CHANGE_PAUSE
 
     def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
         return False
-
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
-        return request.user.has_perm(CHANGE_PAUSE)
 
     def save_model(self, request: HttpRequest, obj: Pause, form, change: bool) -> None:
         pause = queue_pause(
@@ -156,7 +168,7 @@ class ConcurrencyLimitForm(forms.ModelForm):
 
 
 @admin.register(ConcurrencyLimit)
-class ConcurrencyLimitAdmin(admin.ModelAdmin):
+class ConcurrencyLimitAdmin(ChangedByOnePermission):
     """Saved through concurrency_limit_set, deleted through concurrency_limit_delete. The
     pattern is the limit's name: to change it, add the new one and delete the old."""
 
@@ -167,14 +179,7 @@ class ConcurrencyLimitAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj=None):
         return ["pattern", "updated_at"] if obj is not None else ["updated_at"]
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm(CHANGE_LIMIT)
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        return request.user.has_perm(CHANGE_LIMIT)
-
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
-        return request.user.has_perm(CHANGE_LIMIT)
+    permission = CHANGE_LIMIT
 
     def save_model(self, request: HttpRequest, obj: ConcurrencyLimit, form, change: bool) -> None:
         limit, _ = concurrency_limit_set(
@@ -223,7 +228,7 @@ class QueueForm(forms.ModelForm):
 
 
 @admin.register(Queue)
-class QueueAdmin(admin.ModelAdmin):
+class QueueAdmin(ChangedByOnePermission):
     form = QueueForm
     list_display = ["name", "max_running", "weight", "waiting", "running", "executors", "paused"]
     search_fields = ["name"]
@@ -251,14 +256,7 @@ class QueueAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj=None):
         return ["name"] if obj is not None else []
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm(CHANGE_QUEUE)
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        return request.user.has_perm(CHANGE_QUEUE)
-
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
-        return request.user.has_perm(CHANGE_QUEUE)
+    permission = CHANGE_QUEUE
 
     def save_model(self, request: HttpRequest, obj: Queue, form, change: bool) -> None:
         queue = queue_settings_set(name=obj.name, max_running=obj.max_running, weight=obj.weight)
