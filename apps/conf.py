@@ -80,6 +80,11 @@ DEFAULTS: dict[str, object] = {
     # The job queues an executor serves (ARCHITECTURE §15); `--queues` on its command line.
     "JOBWEAVER_EXECUTOR_QUEUES": ["default"],
     "JOBWEAVER_SHUTDOWN_GRACE_SECONDS": 30.0,
+    # The process pool (`--pool processes`, ARCHITECTURE §13a); 0 is no limit.
+    "JOBWEAVER_EXECUTOR_POOL": "threads",
+    "JOBWEAVER_EXECUTOR_MAX_TASKS_PER_CHILD": 0,
+    "JOBWEAVER_EXECUTOR_MAX_MEMORY_PER_CHILD_MB": 0,
+    "JOBWEAVER_HARD_TIMEOUT_GRACE_SECONDS": 10.0,
     "JOBWEAVER_LOG_LEVEL": "INFO",
     # Probes and metrics.
     "JOBWEAVER_READYZ_KAFKA_TIMEOUT_SECONDS": 1.0,

@@ -4,12 +4,15 @@ site. One place decides how each
 role runs (queue names carry the topic prefix), so the Procfile, compose, Helm and the tests
 start identical processes.
 
-Pools: librdkafka clients are not fork-safe, so no role uses the prefork pool (which forks
-children after the parent opened its Kafka clients). Executors run the `threads` pool with
+Pools: librdkafka clients are not fork-safe, so no role uses Celery's prefork pool (which forks
+children after the parent opened its Kafka clients). Executors run Celery's `threads` pool with
 JOBWEAVER_EXECUTOR_CONCURRENCY threads (or --concurrency): the steps are mostly waiting and
 PostgreSQL I/O, so threads overlap well, and the transport's offset tracking keeps commits
-correct when they finish out of order. The scheduler runs `solo`: one dispatch at a time is
-what it needs. Both scale out by running more processes (Kafka spreads the partitions).
+correct when they finish out of order. With `--pool processes` (JOBWEAVER_EXECUTOR_POOL) each
+thread runs its attempt in a child process of JobWeaver's own pool, started by forkserver
+(apps/executor/process_pool.py), which can be killed at the hard timeout. The scheduler runs
+`solo`: one dispatch at a time is what it needs. Both scale out by running more processes
+(Kafka spreads the partitions).
 """
 
 from __future__ import annotations
@@ -39,9 +42,17 @@ class WorkerOptions:
     role: str
     hostname: str | None = None
     concurrency: int | None = None
-    pool: str = "threads"
+    pool: str | None = None  # None: JOBWEAVER_EXECUTOR_POOL
+    max_tasks_per_child: int | None = None  # None: JOBWEAVER_EXECUTOR_MAX_TASKS_PER_CHILD
+    max_memory_per_child: int | None = None  # MB; None: ..._MAX_MEMORY_PER_CHILD_MB
     # None: JOBWEAVER_EXECUTOR_QUEUES (default ["default"]).
     queues: tuple[str, ...] | None = None
+
+    @property
+    def chosen_pool(self) -> str:
+        if self.pool is not None:
+            return self.pool
+        return settings.JOBWEAVER_EXECUTOR_POOL if self.role == "executor" else "threads"
 
     @property
     def queues_given(self) -> bool:
@@ -50,12 +61,24 @@ class WorkerOptions:
     def check(self) -> WorkerOptions:
         if self.role not in ROLES:
             raise WorkerOptionError(f"the role is one of {', '.join(ROLES)}, not {self.role!r}")
-        if self.pool not in POOLS:
-            raise WorkerOptionError(f"--pool is threads or processes, not {self.pool!r}")
-        if self.pool == "processes":
+        pool = self.chosen_pool
+        if pool == "prefork":
             raise WorkerOptionError(
-                "--pool processes is not available yet: executors run the threads pool"
+                "--pool prefork forks after the Kafka clients started (librdkafka is not "
+                "fork-safe): use --pool processes, whose children start by forkserver"
             )
+        if pool not in POOLS:
+            raise WorkerOptionError(f"--pool is threads or processes, not {pool!r}")
+        if pool == "processes" and self.role != "executor":
+            raise WorkerOptionError("--pool processes is for executors")
+        for flag, value in (
+            ("--max-tasks-per-child", self.max_tasks_per_child),
+            ("--max-memory-per-child", self.max_memory_per_child),
+        ):
+            if value is not None and pool != "processes":
+                raise WorkerOptionError(f"{flag} needs --pool processes")
+            if value is not None and value < 1:
+                raise WorkerOptionError(f"{flag} is at least 1, not {value}")
         if self.concurrency is not None and not 1 <= self.concurrency <= 512:
             raise WorkerOptionError("--concurrency is a number of threads from 1 to 512")
         if self.queues is not None and not self.queues:
@@ -118,6 +141,12 @@ def run(options: WorkerOptions, *, dry_run: bool = False) -> str | None:
         settings.JOBWEAVER_EXECUTOR_CONCURRENCY = options.concurrency  # the executor's slots
     if options.queues_given:
         settings.JOBWEAVER_EXECUTOR_QUEUES = list(options.queues)  # what it registers to serve
+    # Read by the executor's worker_init hook, which starts the process pool.
+    settings.JOBWEAVER_EXECUTOR_POOL = options.chosen_pool
+    if options.max_tasks_per_child is not None:
+        settings.JOBWEAVER_EXECUTOR_MAX_TASKS_PER_CHILD = options.max_tasks_per_child
+    if options.max_memory_per_child is not None:
+        settings.JOBWEAVER_EXECUTOR_MAX_MEMORY_PER_CHILD_MB = options.max_memory_per_child
     argv = celery_argv(options)
     if dry_run:
         return " ".join(["celery", *argv])

@@ -308,6 +308,19 @@ JOBWEAVER_SHUTDOWN_GRACE_SECONDS = env.float("JOBWEAVER_SHUTDOWN_GRACE_SECONDS",
 JOBWEAVER_EXECUTOR_CONCURRENCY = env.int("JOBWEAVER_EXECUTOR_CONCURRENCY", default=4)
 # The job queues an executor serves (ARCHITECTURE §15), comma-separated; `--queues` overrides.
 JOBWEAVER_EXECUTOR_QUEUES = env.list("JOBWEAVER_EXECUTOR_QUEUES", default=["default"])
+# `threads` (the default) or `processes`: each attempt in a child process that can be killed
+# (ARCHITECTURE §13a); `--pool` overrides. A child is replaced after this many attempts, or
+# once its memory passed this many MB (0: never).
+JOBWEAVER_EXECUTOR_POOL = env.str("JOBWEAVER_EXECUTOR_POOL", default="threads")
+JOBWEAVER_EXECUTOR_MAX_TASKS_PER_CHILD = env.int(
+    "JOBWEAVER_EXECUTOR_MAX_TASKS_PER_CHILD", default=0
+)
+JOBWEAVER_EXECUTOR_MAX_MEMORY_PER_CHILD_MB = env.int(
+    "JOBWEAVER_EXECUTOR_MAX_MEMORY_PER_CHILD_MB", default=0
+)
+# The process pool kills a child this long after its attempt's timeout asked it to stop,
+# unless the job sets its own hard_timeout_seconds.
+JOBWEAVER_HARD_TIMEOUT_GRACE_SECONDS = env.float("JOBWEAVER_HARD_TIMEOUT_GRACE_SECONDS", default=10)
 
 # Every line carries service, trace id, job id and attempt (apps/core/logcontext.py);
 # JOBWEAVER_LOG_FORMAT=json writes one JSON object per line instead of plain text.

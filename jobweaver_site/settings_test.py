@@ -29,6 +29,8 @@ TEST_ENVIRONMENT = {
     "JOBWEAVER_WORKER_TTL_SECONDS": "2",
     "JOBWEAVER_RESCUE_INTERVAL_SECONDS": "0.5",
     "JOBWEAVER_SHUTDOWN_GRACE_SECONDS": "2",
+    # The process pool kills a child 1 s after its timeout asked it to stop.
+    "JOBWEAVER_HARD_TIMEOUT_GRACE_SECONDS": "1",
     # The test stack's executors serve every queue the suite's jobs use (ARCHITECTURE §15);
     # the routing tests start executors of other pools for queues outside this list.
     "JOBWEAVER_EXECUTOR_QUEUES": (

@@ -93,6 +93,7 @@ class Started(NamedTuple):
     trace_id: str
     traceparent: str
     timeout_seconds: int
+    hard_timeout_seconds: int | None  # None: timeout_seconds + the grace (§13a)
 
 
 def execution_start(

@@ -191,12 +191,19 @@ class AttemptRunner:
         """Called between steps and inside long steps: enforces the attempt's timeout, notices
         cancellation within CANCEL_POLL_SECONDS, and heartbeats about every third of the lease.
         Raises AttemptReleased, AttemptStopped or StepFailed to end the attempt."""
-        now = time.monotonic()
         if shutdown.grace_expired():
             raise AttemptReleased("the worker is shutting down")
         timeout = self.claimed.timeout_seconds
-        if now - self.started > timeout:
+        if time.monotonic() - self.started > timeout:
             raise StepFailed(f"timed out after {timeout} s (timeoutSeconds)", retryable=True)
+        self.keep_alive()
+
+    def keep_alive(self) -> None:
+        """The checkpoint without the timeout: what the process pool calls while a child that
+        was asked to stop at the timeout still runs (§13a: the attempt stays RUNNING)."""
+        now = time.monotonic()
+        if shutdown.grace_expired():
+            raise AttemptReleased("the worker is shutting down")
         ids = {"job_id": self.claimed.job_id, "event_id": self.claimed.event_id}
         try:
             if now >= self.next_heartbeat:

@@ -34,7 +34,10 @@ class ClaimedAttempt:
     kind: str  # the job's kind (apps/jobs/kinds/): its runner is apps/executor/runners.py's
     instruction: dict  # what that runner runs, e.g. {"steps": [...]}
     timeout_seconds: int
-    traceparent: str = ""  # the submit's W3C traceparent (apps/core/tracing.py)
+    traceparent: str = ""
+    # When the process pool kills the attempt's child (§13a); None: timeout_seconds plus
+    # JOBWEAVER_HARD_TIMEOUT_GRACE_SECONDS. The threads pool cannot kill and ignores it.
+    hard_timeout_seconds: int | None = None  # the submit's W3C traceparent (apps/core/tracing.py)
 
 
 class Ending(StrEnum):
@@ -81,6 +84,7 @@ def attempt_start(
         instruction=started.instruction,
         timeout_seconds=started.timeout_seconds,
         traceparent=started.traceparent,
+        hard_timeout_seconds=started.hard_timeout_seconds,
     )
 
 

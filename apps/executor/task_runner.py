@@ -19,9 +19,10 @@ Python cannot kill a thread. A function that ignores the flag runs on until it r
 what it returns is discarded: its attempt is closed and the execution's fencing token has moved
 on (to nobody, or to the next attempt), so an outcome offered for it would be refused by
 `attempt_finish` — the same fence that refuses a worker whose lease was rescued. The discard is
-logged. The alternatives were worse: a process per attempt could be killed but costs a fork and
-a Django start-up per task and loses the worker's connections; SIGALRM works only in a
-process's main thread, and Celery's `threads` pool runs attempts in worker threads.
+logged. SIGALRM works only in a process's main thread, and Celery's `threads` pool runs attempts
+in worker threads. An executor that must be able to kill a task runs `--pool processes`
+(apps/executor/process_pool.py): long-lived children, forked from a forkserver that set Django
+up once, so no attempt pays for a process start.
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ def shorten(text: str, limit: int) -> str:
     return f"[{len(text) - limit} characters cut]\n{text[-limit:]}"
 
 
-def _failure(exc: BaseException) -> TaskRaised:
+def failure_of(exc: BaseException) -> TaskRaised:
     message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     return TaskRaised(
         shorten(message, MAX_ERROR_CHARS),
@@ -202,13 +203,18 @@ class _TaskCall:
             self.future.cancel()
 
 
-def run_task(
-    claimed: ClaimedAttempt, ctx: StepContext, on_progress: Callable[[int, int], None]
-) -> Any:
-    """Call the claimed TASK job's function under the attempt's checkpoints and return its
-    value (JSON). Raises TaskRaised when it raised, timed out or returned something that is
-    not JSON; AttemptStopped / AttemptReleased pass through from `ctx.checkpoint`."""
-    path = claimed.instruction["task"]
+def timeout_failure(message: str) -> TaskRaised:
+    """A task's attempt that ended at its timeout (retryable, as a SLEEP step's timeout)."""
+    return TaskRaised(
+        message,
+        exception_type=class_path(TaskTimedOut),
+        traceback=f"{class_path(TaskTimedOut)}: {message}\n",
+        retryable=True,
+    )
+
+
+def registered_task(path: str) -> Task:
+    """The task registered at `path`; TaskRaised (not retryable) when this worker has none."""
     registered = registry_get(path)
     if registered is None:  # validated on submit: the code deployed here differs
         raise TaskRaised(
@@ -217,8 +223,18 @@ def run_task(
             traceback="",
             retryable=False,
         )
+    return registered
+
+
+def run_task(
+    claimed: ClaimedAttempt, ctx: StepContext, on_progress: Callable[[int, int], None]
+) -> Any:
+    """Call the claimed TASK job's function under the attempt's checkpoints and return its
+    value (JSON). Raises TaskRaised when it raised, timed out or returned something that is
+    not JSON; AttemptStopped / AttemptReleased pass through from `ctx.checkpoint`."""
+    registered = registered_task(claimed.instruction["task"])
     backend = jobweaver_backend()
-    task_result = _task_result(backend, claimed.job_id)
+    task_result = task_result_of(backend, claimed.job_id)
     context = None
     call_progress: list[tuple[int, int]] = []
     if registered.takes_context:
@@ -240,12 +256,7 @@ def run_task(
                 on_progress(*reported)
     except StepFailed as failure:  # the timeout: the attempt ends at the deadline
         call.abandon("timed out")
-        raise TaskRaised(
-            failure.message,
-            exception_type=class_path(TaskTimedOut),
-            traceback=f"{class_path(TaskTimedOut)}: {failure.message}\n",
-            retryable=failure.retryable,
-        ) from None
+        raise timeout_failure(failure.message) from None
     except BaseException as stop:  # cancelled, lease lost, shutting down
         call.abandon(str(stop) or type(stop).__name__)
         raise
@@ -254,26 +265,32 @@ def run_task(
     if isinstance(call.exception, Snooze):
         raise AttemptSnoozed(call.exception.seconds)
     if call.exception is not None:
-        raise _failure(call.exception)
-    return _json_result(call.value)
+        raise failure_of(call.exception)
+    return json_result(call.value)
 
 
-def _json_result(value: Any) -> Any:
+def json_result(value: Any) -> Any:
     """The return value as JSON, within JOBWEAVER_TASK_MAX_RESULT_BYTES, or a failure."""
     try:
         value = json_only(value, "the return value")
     except InvalidRequest as exc:
-        raise _failure(TypeError(exc.message)) from None
+        raise failure_of(TypeError(exc.message)) from None
     size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
     limit = settings.JOBWEAVER_TASK_MAX_RESULT_BYTES
     if size > limit:
-        raise _failure(ValueError(f"the return value is {size} bytes as JSON; at most {limit}"))
+        raise failure_of(ValueError(f"the return value is {size} bytes as JSON; at most {limit}"))
     return value
 
 
-def _task_result(backend: TaskResultsBackend, job_id: uuid.UUID) -> TaskResult:
+def task_result_of(backend: TaskResultsBackend, job_id: uuid.UUID) -> TaskResult:
     job = job_get(job_id=job_id)
     return backend.result_for_job(job, attempts_for_jobs(job_ids=[job.id])[job.id])
+
+
+def announce_started(claimed: ClaimedAttempt) -> None:
+    """Send `task_started` for an attempt that runs elsewhere (a process-pool child)."""
+    backend = jobweaver_backend()
+    _announce(task_started, backend, task_result_of(backend, claimed.job_id))
 
 
 def announce_finished(claimed: ClaimedAttempt) -> None:
@@ -282,7 +299,7 @@ def announce_finished(claimed: ClaimedAttempt) -> None:
     is logged, never allowed to disturb the worker."""
     backend = jobweaver_backend()
     try:
-        task_result = _task_result(backend, claimed.job_id)
+        task_result = task_result_of(backend, claimed.job_id)
     except Exception:
         logger.warning("task_finished for job %s not sent", claimed.job_id, exc_info=True)
         return

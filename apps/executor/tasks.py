@@ -5,7 +5,13 @@ import os
 import uuid
 
 from celery.exceptions import Reject
-from celery.signals import task_prerun, worker_ready, worker_shutting_down
+from celery.signals import (
+    task_prerun,
+    worker_init,
+    worker_ready,
+    worker_shutdown,
+    worker_shutting_down,
+)
 from django.db import close_old_connections, connection
 
 from jobweaver.celery import app
@@ -13,7 +19,7 @@ from jobweaver.conf import settings
 from jobweaver.core.db import DATABASE_UNAVAILABLE
 from jobweaver.core.kafka import RUN_JOB, topic_name
 from jobweaver.core.logcontext import log_context
-from jobweaver.executor import presence, shutdown
+from jobweaver.executor import presence, process_pool, shutdown
 from jobweaver.executor.runner import attempt_execute
 from jobweaver.scheduler.dispatch import TRACE_HEADER
 
@@ -48,6 +54,23 @@ def reuse_sound_connections(sender=None, **kwargs) -> None:
         # claim is the first statement and runs under retry_while_database_unavailable, which
         # closes a broken connection and reconnects, as the health check would.
         connection.health_check_done = True
+
+
+@worker_init.connect
+def start_process_pool(**kwargs) -> None:
+    """`--pool processes`: the children are ready before the first delivery arrives."""
+    if _is_executor() and settings.JOBWEAVER_EXECUTOR_POOL == "processes":
+        process_pool.pool_start(
+            settings.JOBWEAVER_EXECUTOR_CONCURRENCY,
+            max_tasks=settings.JOBWEAVER_EXECUTOR_MAX_TASKS_PER_CHILD,
+            max_memory_mb=settings.JOBWEAVER_EXECUTOR_MAX_MEMORY_PER_CHILD_MB,
+        )
+
+
+@worker_shutdown.connect
+def stop_process_pool(**kwargs) -> None:
+    """After the warm shutdown waited for the running attempts: the idle children exit."""
+    process_pool.pool_close()
 
 
 @worker_ready.connect

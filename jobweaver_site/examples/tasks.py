@@ -11,12 +11,17 @@ Used by the README's quick start, the docs and the tests:
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 from jobweaver.jobs.python_tasks.context import JobWeaverTaskContext
-from jobweaver.tasks import periodic, task
+from jobweaver.tasks import NonRetryableError, periodic, task
 
 SLICE_SECONDS = 0.05
+# spin() and fib() hold a slot with no way to stop them but a kill: bounded, so a submitter
+# cannot take an executor's slot for long.
+SPIN_MAX_SECONDS = 60
+FIB_MAX_N = 35
 
 
 @task
@@ -89,6 +94,41 @@ async def async_sleep(seconds: float) -> float:
     """Await asyncio.sleep(seconds): a cancel or a timeout cancels it at once."""
     await asyncio.sleep(seconds)
     return seconds
+
+
+@task
+def spin(seconds: float) -> int:
+    """Busy-loop for `seconds` (at most 60) without ever looking at cancellation: only the
+    process pool's hard timeout stops it early. Returns the loops it made."""
+    if not 0 <= seconds <= SPIN_MAX_SECONDS:
+        raise NonRetryableError(f"spin: seconds is 0 to {SPIN_MAX_SECONDS}, not {seconds}")
+    deadline, loops = time.monotonic() + seconds, 0
+    while time.monotonic() < deadline:
+        loops += 1
+    return loops
+
+
+@task
+def fib(n: int) -> int:
+    """The naive exponential recursion: CPU-bound Python (fib(30) takes a few tenths of a
+    second), to compare the threads pool with the process pool. n is at most 35."""
+    if not 0 <= n <= FIB_MAX_N:
+        raise NonRetryableError(f"fib: n is 0 to {FIB_MAX_N}, not {n}")
+    return _fib(n)
+
+
+def _fib(n: int) -> int:
+    return n if n < 2 else _fib(n - 1) + _fib(n - 2)
+
+
+@task
+def crash() -> None:
+    """Inside a process-pool child, end that process at once (os._exit): its attempt fails
+    "worker process died" and the executor stays up. Anywhere else, raise RuntimeError — an
+    executor's own process is never ended by a task."""
+    if os.environ.get("JOBWEAVER_POOL_CHILD") == "1":
+        os._exit(1)
+    raise RuntimeError("crash: not in a process-pool child, so only this attempt fails")
 
 
 @periodic(cron="0 3 * * *", timezone="UTC")

@@ -304,7 +304,8 @@ def _fenced_sql(
 # start's wait for the metric.
 _STARTED_READING = (
     "moved.attempt_count, j.job_type, j.instruction, j.trace_id, j.traceparent, "
-    "j.timeout_seconds, GREATEST(EXTRACT(EPOCH FROM moved.started_at - moved.dispatched_at), 0)"
+    "j.timeout_seconds, j.hard_timeout_seconds, "
+    "GREATEST(EXTRACT(EPOCH FROM moved.started_at - moved.dispatched_at), 0)"
 )
 
 
@@ -319,7 +320,8 @@ def execution_start(
     lease: timedelta,
     serves: list[str],
 ) -> tuple | None:
-    """(attempt, job_type, instruction, trace_id, traceparent, timeout_seconds, waited); None
+    """(attempt, job_type, instruction, trace_id, traceparent, timeout_seconds,
+    hard_timeout_seconds, waited); None
     when the token is stale or the executor does not serve the job's queue."""
     row = _fenced(
         transition,

@@ -21,11 +21,14 @@ EXAMPLES = [
         "always_fails",
         "async_add",
         "async_sleep",
+        "crash",
+        "fib",
         "flaky",
         "nightly_digest",
         "picky",
         "sleep",
         "snoozer",
+        "spin",
     )
 ]
 

@@ -22,7 +22,21 @@ class Command(BaseCommand):
         worker.add_argument(
             "--concurrency", type=int, help="executor threads (JOBWEAVER_EXECUTOR_CONCURRENCY)"
         )
-        worker.add_argument("--pool", choices=POOLS, default="threads")
+        worker.add_argument(
+            "--pool",
+            help=f"executors: {' or '.join(POOLS)} (JOBWEAVER_EXECUTOR_POOL, default threads)",
+        )
+        worker.add_argument(
+            "--max-tasks-per-child",
+            type=int,
+            help="process pool: replace a child after this many attempts",
+        )
+        worker.add_argument(
+            "--max-memory-per-child",
+            type=int,
+            metavar="MB",
+            help="process pool: replace a child once its peak memory passed this many MB",
+        )
         worker.add_argument(
             "--queues",
             help="comma-separated queues the executor serves (JOBWEAVER_EXECUTOR_QUEUES)",
@@ -37,6 +51,8 @@ class Command(BaseCommand):
             hostname=options["hostname"],
             concurrency=options["concurrency"],
             pool=options["pool"],
+            max_tasks_per_child=options["max_tasks_per_child"],
+            max_memory_per_child=options["max_memory_per_child"],
             queues=None
             if options["queues"] is None
             else tuple(q.strip() for q in options["queues"].split(",") if q.strip()),
