@@ -3,6 +3,7 @@ its own topic prefix, real worker processes. Needs PostgreSQL and Kafka up (infr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -268,13 +269,15 @@ def rss_mib(pid: int, *, with_children: bool = False) -> float:
 
 
 def cpu_seconds(pid: int, *, with_children: bool = False) -> float:
-    """utime + stime of a process (all its threads), plus its direct children's when asked,
-    plus the reaped children's it waited for (cutime + cstime), in seconds."""
+    """utime + stime of a process (all its threads), plus all its live descendants' when asked
+    (a gunicorn master's workers, a process-pool executor's forkserver and children), plus the
+    reaped children's each of them waited for (cutime + cstime), in seconds."""
     ticks = os.sysconf("SC_CLK_TCK")
-    pids = [pid]
-    if with_children:
-        children = Path(f"/proc/{pid}/task/{pid}/children")
-        if children.exists():
+    pids, seen = [pid], 0
+    while with_children and seen < len(pids):
+        children = Path(f"/proc/{pids[seen]}/task/{pids[seen]}/children")
+        seen += 1
+        with contextlib.suppress(OSError):
             pids += [int(p) for p in children.read_text().split()]
     total = 0
     for p in pids:

@@ -68,7 +68,8 @@ CELERY_DB = f"jobweaver_bench_celery_{RUN_ID}"
 PROCRASTINATE_DB = f"procrastinate_bench_{RUN_ID}"
 LOG_STEP = [{"action": "LOG", "message": "bench"}]
 POLL_SECONDS = 0.25
-SIDES = ("ours", "celery", "procrastinate")
+# "ours-processes": the same as "ours" with the executors' process pool (--pool processes).
+SIDES = ("ours", "ours-processes", "celery", "procrastinate")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -356,7 +357,15 @@ def fresh_database() -> None:
     call_command("migrate", verbosity=0)
 
 
-def run_ours(args, bar: Bar) -> dict:
+def run_ours(args, bar: Bar, *, pool: str = "threads") -> dict:
+    os.environ["JOBWEAVER_EXECUTOR_POOL"] = pool  # read by the executors the stack starts
+    try:
+        return _run_ours(args, bar)
+    finally:
+        os.environ.pop("JOBWEAVER_EXECUTOR_POOL")
+
+
+def _run_ours(args, bar: Bar) -> dict:
     from django.conf import settings
 
     from jobweaver.scheduler.flow import live_executors
@@ -419,7 +428,8 @@ def run_ours(args, bar: Bar) -> dict:
             time.sleep(1)
         before = db_activity()
         baseline = execution_counts()
-        meter = CpuMeter({**{p.name: (p.pid, False) for p in processes}, "web": (web.pid, True)})
+        # With descendants: a process-pool executor's forkserver and children are its CPU too.
+        meter = CpuMeter({**{p.name: (p.pid, True) for p in processes}, "web": (web.pid, True)})
         meter.start()
         result["load_start"] = load()
         task = bar.add("jobweaver", n)
@@ -798,6 +808,7 @@ def report(args, results: dict) -> None:
     print("|" + "|".join("-" * (len(c)) for c in header.split("|")[1:-1]) + "|")
     names = {
         "ours": "JobWeaver: batch API over HTTP → COMPLETED",
+        "ours-processes": "JobWeaver, the same, executors --pool processes",
         "celery": "plain Celery, kombu stock confluentkafka, acks late",
         "procrastinate": "procrastinate 3.10, batch_defer → succeeded",
     }
@@ -820,6 +831,8 @@ def report(args, results: dict) -> None:
         print(f"ratio JobWeaver / procrastinate: {rates['ours'] / rates['procrastinate']:.2f}x")
     if "ours" in rates and "celery" in rates:
         print(f"ratio JobWeaver / stock Celery:  {rates['ours'] / rates['celery']:.2f}x")
+    if "ours" in rates and "ours-processes" in rates:
+        print(f"ratio process pool / threads:    {rates['ours-processes'] / rates['ours']:.2f}x")
     ours = results.get("ours")
     if ours and "error" not in ours:
         print()
@@ -901,7 +914,12 @@ def main(argv: list[str]) -> int:
 
 
 def run(args) -> int:
-    runners = {"ours": run_ours, "celery": run_celery, "procrastinate": run_procrastinate}
+    runners = {
+        "ours": run_ours,
+        "ours-processes": lambda args, bar: run_ours(args, bar, pool="processes"),
+        "celery": run_celery,
+        "procrastinate": run_procrastinate,
+    }
     rounds: list[dict] = []
     with Bar() as bar:
         warm_up(args, bar)
@@ -1025,7 +1043,7 @@ def report_rounds(args, rounds: list[dict]) -> None:
     rates = [_rates(results) for results in rounds]
     ratios = [
         (f"ours/{other}", other)
-        for other in ("procrastinate", "celery")
+        for other in ("procrastinate", "celery", "ours-processes")
         if "ours" in sides and other in sides
     ]
     print()
