@@ -134,6 +134,9 @@ def run(options: WorkerOptions, *, dry_run: bool = False) -> str | None:
     """Start the role in this process (Django is set up); with `dry_run`, return its Celery
     command line instead: settings, apps and the Celery app load, nothing connects."""
     options.check()
+    argv = celery_argv(options)
+    if dry_run:
+        return " ".join(["celery", *argv])
     # Read by the apps' worker hooks: the executor registers for flow control, the scheduler
     # listens for freed credits; and by the log lines' service field.
     os.environ["JOBWEAVER_WORKER_ROLE"] = options.role
@@ -147,9 +150,6 @@ def run(options: WorkerOptions, *, dry_run: bool = False) -> str | None:
         settings.JOBWEAVER_EXECUTOR_MAX_TASKS_PER_CHILD = options.max_tasks_per_child
     if options.max_memory_per_child is not None:
         settings.JOBWEAVER_EXECUTOR_MAX_MEMORY_PER_CHILD_MB = options.max_memory_per_child
-    argv = celery_argv(options)
-    if dry_run:
-        return " ".join(["celery", *argv])
     if options.role != "beat":
         kafka.ensure_topics()  # the topics it consumes, with their partition counts
 

@@ -179,6 +179,39 @@ def test_keda_renders_a_scaled_object_per_pool_for_its_deployment(helm, tmp_path
         assert queries["oldest-due-age"]["threshold"] == "60"
 
 
+def test_a_pool_may_run_its_attempts_in_child_processes(helm, tmp_path):
+    values = write_values(
+        tmp_path,
+        {
+            "executor": {
+                "pools": [
+                    {"name": "default", "queues": ["default"], "replicas": 2},
+                    {
+                        "name": "cpu",
+                        "queues": ["cpu"],
+                        "processPool": {"maxTasksPerChild": 1000, "maxMemoryPerChildMB": 400},
+                    },
+                    {"name": "plain", "queues": ["plain"], "processPool": {}},
+                ],
+            }
+        },
+    )
+    lint = run(helm, "lint", "--strict", str(CHART), "-f", values)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    executors = of_pools(render(helm, values), "Deployment")
+
+    commands = {
+        pool: deployment["spec"]["template"]["spec"]["containers"][0]["command"]
+        for pool, deployment in executors.items()
+    }
+    assert commands["default"][-3:] == ["executor", "--queues", "default"]
+    assert commands["plain"][4:] == ["executor", "--queues", "plain", "--pool", "processes"]
+    assert commands["cpu"][4:] == [
+        *("executor", "--queues", "cpu", "--pool", "processes"),
+        *("--max-tasks-per-child", "1000", "--max-memory-per-child", "400"),
+    ]
+
+
 def test_keda_is_enabled_pool_by_pool(helm, tmp_path):
     values = write_values(
         tmp_path,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.core.management import CommandError, call_command
 
 from jobweaver.workers import WorkerOptionError, WorkerOptions
 
@@ -44,3 +45,17 @@ def test_only_executors_take_the_pool_from_the_settings(settings):
     settings.JOBWEAVER_EXECUTOR_POOL = "processes"
     assert WorkerOptions("executor").chosen_pool == "processes"
     assert WorkerOptions("scheduler").check().chosen_pool == "threads"
+
+
+def test_the_command_refuses_prefork_with_exit_2_and_the_reason():
+    with pytest.raises(CommandError, match="not fork-safe") as refused:
+        call_command("jobweaver", "worker", "executor", "--pool", "prefork")
+    assert refused.value.returncode == 2
+
+
+def test_the_process_pool_runs_under_celery_s_threads_pool(capsys):
+    """The parent's Celery pool stays threads: one thread per slot lends each attempt a child."""
+    call_command(
+        "jobweaver", "worker", "executor", "--pool", "processes", "--concurrency", "3", "--dry-run"
+    )
+    assert "--pool threads --concurrency 3" in capsys.readouterr().out

@@ -29,6 +29,7 @@ class Command(BaseCommand):
         worker.add_argument(
             "--max-tasks-per-child",
             type=int,
+            metavar="N",
             help="process pool: replace a child after this many attempts",
         )
         worker.add_argument(
