@@ -30,6 +30,7 @@ _APPS = (
     "jobweaver.executor",
     "jobweaver.outbox",
     "jobweaver.schedules",
+    "jobweaver.workflows",
     "jobweaver.tasks",
     "jobweaver.dashboard",
 )

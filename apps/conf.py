@@ -75,6 +75,9 @@ DEFAULTS: dict[str, object] = {
     # Python tasks (§13).
     "JOBWEAVER_TASK_MAX_PAYLOAD_BYTES": 32 * 1024,
     "JOBWEAVER_TASK_MAX_RESULT_BYTES": 256 * 1024,
+    # Workflows (§16).
+    "JOBWEAVER_MAX_WORKFLOW_JOBS": 1000,
+    "JOBWEAVER_MAX_WORKFLOW_EDGES_PER_JOB": 1000,
     # Workers.
     "JOBWEAVER_EXECUTOR_CONCURRENCY": 4,
     # The job queues an executor serves (ARCHITECTURE §15); `--queues` on its command line.

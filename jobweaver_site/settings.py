@@ -301,6 +301,11 @@ TASKS = {"default": {"BACKEND": "jobweaver.tasks.JobWeaverBackend"}}
 JOBWEAVER_TASK_MAX_PAYLOAD_BYTES = env.int("JOBWEAVER_TASK_MAX_PAYLOAD_BYTES", default=32 * 1024)
 JOBWEAVER_TASK_MAX_RESULT_BYTES = env.int("JOBWEAVER_TASK_MAX_RESULT_BYTES", default=256 * 1024)
 
+# Workflows (ARCHITECTURE §16): jobs per workflow, and dependencies per job (a chord's callback
+# depends on every job of its group).
+JOBWEAVER_MAX_WORKFLOW_JOBS = env.int("JOBWEAVER_MAX_WORKFLOW_JOBS", default=1000)
+JOBWEAVER_MAX_WORKFLOW_EDGES_PER_JOB = env.int("JOBWEAVER_MAX_WORKFLOW_EDGES_PER_JOB", default=1000)
+
 # --- Workers: JobWeaver's own Celery app over Kafka (jobweaver/celery.py) ---------------------
 # SIGTERM: how long running attempts may still finish before they are released (run again).
 JOBWEAVER_SHUTDOWN_GRACE_SECONDS = env.float("JOBWEAVER_SHUTDOWN_GRACE_SECONDS", default=30)

@@ -29,6 +29,13 @@ class JobNotFound(JobWeaverError):
     http_status = 404
 
 
+class WorkflowNotFound(JobWeaverError):
+    """No such workflow, or one this user may not see (ARCHITECTURE §16, §17)."""
+
+    error_code = "API.WORKFLOW_NOT_FOUND"
+    http_status = 404
+
+
 class InvalidStateTransition(JobWeaverError):
     error_code = "API.INVALID_STATE_TRANSITION"
     http_status = 409

@@ -60,6 +60,11 @@ TRANSITIONS = Counter(
     "State-machine transitions made (apps/engine/transitions.py)",
     ["name"],
 )
+WORKFLOW_TRANSITIONS = Counter(
+    "jobweaver_workflow_transitions",
+    "Workflow status moves (§16), as transition:status, e.g. finish:COMPLETED",
+    ["name"],
+)
 DISPATCH_WAIT = Histogram(
     "jobweaver_dispatch_wait_seconds", "From due (next_run_at) to dispatched", buckets=WAIT_BUCKETS
 )

@@ -118,3 +118,15 @@ JOB_DEAD_LETTER = Event(
         Field("failedAt", "failed_at", Kind.TIME),
     ),
 )
+
+# At each finish of a workflow (§16); key = workflow id.
+WORKFLOW_FINISHED = Event(
+    "WorkflowFinished",
+    kafka.WORKFLOW_FINISHED,
+    (
+        Field("workflowId", "workflow_id", Kind.ID),
+        Field("name", "name"),
+        Field("status", "status"),
+        Field("finishedAt", "finished_at", Kind.TIME),
+    ),
+)

@@ -31,11 +31,13 @@ import uuid
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
+from django.db import transaction
+
 from jobweaver.conf import settings
 from jobweaver.core import metrics
 from jobweaver.core.db import assert_in_transaction, seconds
 from jobweaver.core.errors import InvalidStateTransition, JobNotFound
-from jobweaver.engine import events, ledger
+from jobweaver.engine import events, ledger, workflows
 from jobweaver.engine.ledger import NOTHING_REPORTED, AttemptReport
 from jobweaver.engine.mover import events_written, move_fenced, move_row, move_set
 from jobweaver.engine.retry import RetryDecision, policy_for, policy_from_settings, retries_on
@@ -48,16 +50,18 @@ from jobweaver.scheduler.models import ExecutionStatus, JobExecution
 logger = logging.getLogger(__name__)
 
 WORKER, RESCUER, OPERATOR = Actor.WORKER, Actor.RESCUER, Actor.OPERATOR
+S = ExecutionStatus
 
 
 # --- submission ---------------------------------------------------------------------------------
 
 
-def executions_create(*, jobs: list) -> list[JobExecution]:
+def executions_create(*, jobs: list, waiting: list[uuid.UUID] = ()) -> list[JobExecution]:
     """The PENDING executions of newly inserted jobs, in their order, each due at its `run_at`
-    or at once (database clock), and their JobCreated events: inside the submit transaction."""
+    or at once (database clock), and their JobCreated events: inside the submit transaction.
+    The jobs in `waiting` (a workflow's jobs with dependencies, §16) are WAITING instead."""
     assert_in_transaction("executions_create")
-    executions = execution_rows.executions_insert(jobs)
+    executions = execution_rows.executions_insert(jobs, waiting)
     event_rows.events_insert_many(
         topic=events.JOB_CREATED.topic,
         rows=[
@@ -94,6 +98,7 @@ class Started(NamedTuple):
     traceparent: str
     timeout_seconds: int
     hard_timeout_seconds: int | None  # None: timeout_seconds + the grace (§13a)
+    workflow_id: uuid.UUID | None  # the job's workflow (§16), or None
 
 
 def execution_start(
@@ -158,10 +163,25 @@ def execution_should_stop(*, job_id: uuid.UUID, event_id: uuid.UUID) -> bool:
 
 
 def execution_complete(
-    *, job_id: uuid.UUID, event_id: uuid.UUID, report: AttemptReport = NOTHING_REPORTED
+    *,
+    job_id: uuid.UUID,
+    event_id: uuid.UUID,
+    report: AttemptReport = NOTHING_REPORTED,
+    workflow_id: uuid.UUID | None = None,
 ) -> bool:
     """RUNNING → COMPLETED for the holder of `event_id`, its attempt closed SUCCESS with
-    `report`, and its JobCompleted event, in one statement; False when the token is stale."""
+    `report`, and its JobCompleted event, in one statement; False when the token is stale.
+    A job of workflow `workflow_id` releases its dependents in the same transaction (§16)."""
+    if workflow_id is None:
+        return _complete(job_id, event_id, report)
+    with transaction.atomic():
+        completed = _complete(job_id, event_id, report)
+        if completed:
+            workflows.jobs_settled(workflow_id, {job_id: S.COMPLETED}, actor=WORKER)
+    return completed
+
+
+def _complete(job_id: uuid.UUID, event_id: uuid.UUID, report: AttemptReport) -> bool:
     completed = move_fenced(
         "complete",
         actor=WORKER,
@@ -390,6 +410,7 @@ def _fail(execution: JobExecution, *, actor: Actor, error: str, retryable: bool)
         changes={**changes, "finished_at": now},
         events=dict([failed, dead_letter]),
     )
+    _settled(execution, actor=actor)
     logger.warning(
         "job %s dead-lettered after %d attempt(s): %s",
         execution.job_id,
@@ -412,6 +433,15 @@ def _end_cancelled(execution: JobExecution, *, actor: Actor, reason: str = "canc
             "last_error": reason,
         },
     )
+    _settled(execution, actor=actor)
+
+
+def _settled(execution: JobExecution, *, actor: Actor) -> None:
+    """A job that just finished (FAILED or CANCELLED; a completion settles in
+    execution_complete): its dependents and its workflow follow, if it has one (§16)."""
+    workflow_id = workflows.workflow_of(execution.job_id)
+    if workflow_id is not None:
+        workflows.jobs_settled(workflow_id, {execution.job_id: execution.status}, actor=actor)
 
 
 # --- the rescuer: leases that expired ------------------------------------------------------------
@@ -494,16 +524,22 @@ def _lock_or_404(job_id: uuid.UUID) -> JobExecution:
 
 
 def execution_retry(*, job_id: uuid.UUID) -> JobExecution:
-    """FAILED | CANCELLED → PENDING with a fresh retry budget; the attempt history stays."""
+    """FAILED | CANCELLED → PENDING with a fresh retry budget; the attempt history stays. A
+    workflow's job brings back the jobs its failure cancelled, and reopens its workflow
+    (§16); one cancelled while it waited goes back to WAITING."""
     execution = _lock_or_404(job_id)
     if not allows(execution.status, "operator_retry"):
         raise InvalidStateTransition(
             f"Job {job_id} is {execution.status}; only FAILED or CANCELLED jobs can be retried",
             job_id=job_id,
         )
-    return move_row(
+    was = execution.status
+    workflow_id = workflows.workflow_of(job_id)
+    # A workflow's job cancelled while it waited for its dependencies waits for them again.
+    waits = workflow_id is not None and workflows.waits_again(job_id)
+    moved = move_row(
         execution,
-        "operator_retry",
+        "reopen" if waits else "operator_retry",
         actor=OPERATOR,
         changes={
             "retry_count": 0,
@@ -512,16 +548,21 @@ def execution_retry(*, job_id: uuid.UUID) -> JobExecution:
             "lease_expires_at": None,
             "cancel_requested": False,
             "finished_at": None,
+            **({"last_error": ""} if waits else {}),
         },
     )
+    if workflow_id is not None:
+        workflows.job_reopened(workflow_id, job_id, was=was)
+    return moved
 
 
 def execution_cancel(*, job_id: uuid.UUID) -> JobExecution:
-    """PENDING | DISPATCHED → CANCELLED at once (a message still in flight is fenced off);
-    RUNNING → cancel requested (the worker stops at its next checkpoint)."""
+    """WAITING | PENDING | DISPATCHED → CANCELLED at once (a message still in flight is fenced
+    off; a workflow's dependents follow); RUNNING → cancel requested (the worker stops at its
+    next checkpoint)."""
     execution = _lock_or_404(job_id)
     if allows(execution.status, "cancel"):
-        return move_row(
+        move_row(
             execution,
             "cancel",
             actor=OPERATOR,
@@ -532,6 +573,8 @@ def execution_cancel(*, job_id: uuid.UUID) -> JobExecution:
                 "last_error": "cancelled",
             },
         )
+        _settled(execution, actor=OPERATOR)
+        return execution
     if allows(execution.status, "request_cancel"):
         return move_row(
             execution, "request_cancel", actor=OPERATOR, changes={"cancel_requested": True}

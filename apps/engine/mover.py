@@ -5,6 +5,9 @@
   start, heartbeat and completion, made per job);
 - `move_set`: a statement over a set of rows (a claim, a failed publish, a pause's recall).
 
+`move_workflow` moves a workflow's status (§16) by the same rules, in the transaction of the
+job move that decides it.
+
 Each looks the transition up in the table (apps/engine/transitions.py), refuses an actor the
 table does not name, and derives the rest from it: the to-state, `version` and `updated_at`
 (written by the store's statements), the NOTIFY of the dispatcher when a credit frees up, the
@@ -26,7 +29,8 @@ from jobweaver.engine import signals
 from jobweaver.engine.events import Event
 from jobweaver.engine.store import events as event_rows
 from jobweaver.engine.store import executions as execution_rows
-from jobweaver.engine.transitions import TRANSITIONS, Actor, Transition
+from jobweaver.engine.store import workflows as workflow_rows
+from jobweaver.engine.transitions import TRANSITIONS, WORKFLOW_TRANSITIONS, Actor, Transition
 from jobweaver.scheduler.models import JobExecution
 
 T = TypeVar("T")
@@ -125,3 +129,30 @@ def move_set(name: str, *, actor: Actor, statement: Callable[[Transition], T]) -
             execution_rows.notify_dispatch()
         _count(transition, moved)
     return result
+
+
+def move_workflow(
+    workflow_id, name: str, *, current: str, target: str, name_of: str, trace_id: str
+) -> None:
+    """Move a workflow from `current` to `target` along workflow transition `name`, writing
+    its events (WorkflowFinished at a finish) in the same transaction."""
+    assert_in_transaction(f"move_workflow({name})")
+    transition = WORKFLOW_TRANSITIONS[name]
+    if current not in transition.sources or target not in transition.targets:
+        raise InvalidStateTransition(f"workflow {workflow_id} is {current}; {name} to {target}")
+    finished_at = workflow_rows.workflow_set_status(
+        workflow_id, status=target, finished=name == "finish"
+    )
+    for event in transition.events:
+        event_rows.event_insert(
+            topic=event.topic,
+            key=str(workflow_id),
+            trace_id=trace_id,
+            payload=event.payload(
+                workflow_id=workflow_id, name=name_of, status=target, finished_at=finished_at
+            ),
+        )
+    counter = metrics.WORKFLOW_TRANSITIONS.labels(f"{name}:{target}")
+    metrics.count_on_commit(lambda: counter.inc())
+    if transition.events:
+        events_written()

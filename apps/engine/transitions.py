@@ -15,6 +15,7 @@ from enum import StrEnum
 from jobweaver.engine import events
 from jobweaver.engine.events import Event
 from jobweaver.scheduler.models import ExecutionStatus
+from jobweaver.workflows.models import WorkflowStatus
 
 S = ExecutionStatus
 
@@ -127,16 +128,63 @@ TRANSITIONS: dict[str, Transition] = {
         _t("snooze", {S.RUNNING}, S.PENDING, WORKER, fenced=True),
         # The worker shuts down: the job is due again at once, no retry used.
         _t("release", {S.RUNNING}, S.PENDING, WORKER, fenced=True),
-        _t("cancel", {S.PENDING, S.DISPATCHED}, S.CANCELLED, OPERATOR, fenced=False),
+        _t("cancel", {S.WAITING, S.PENDING, S.DISPATCHED}, S.CANCELLED, OPERATOR, fenced=False),
         # The worker stops itself at its next checkpoint.
         _t("request_cancel", {S.RUNNING}, S.RUNNING, OPERATOR, fenced=False),
         _t("operator_retry", {S.FAILED, S.CANCELLED}, S.PENDING, OPERATOR, fenced=False),
+        # Workflows (§16), in the transaction of the move that decides them: a job whose last
+        # dependency settled becomes due; one whose dependency failed is cancelled (whoever
+        # ended that dependency: its worker, the rescuer, an operator); an operator's retry of
+        # a dependency brings back the jobs cancelled because of it, and a retried job whose
+        # dependencies are not done waits for them again.
+        _t("unblock", {S.WAITING}, S.PENDING, WORKER, RESCUER, OPERATOR, fenced=False),
+        _t(
+            "dependency_failed",
+            {S.WAITING},
+            S.CANCELLED,
+            WORKER,
+            RESCUER,
+            OPERATOR,
+            fenced=False,
+        ),
+        _t("reopen", {S.CANCELLED}, S.WAITING, OPERATOR, fenced=False),
         # An operator makes a delayed (runAt or backoff) job due now; the status stays PENDING.
         _t("run_now", {S.PENDING}, S.PENDING, OPERATOR, fenced=False),
         # Waiting work of a key at its limit leaves the claim's line, and goes back in line
         # when the key has room (apps/engine/claim/rules.py); the status stays PENDING.
         _t("set_aside", {S.PENDING}, S.PENDING, DISPATCHER, fenced=False),
         _t("put_back", {S.PENDING}, S.PENDING, DISPATCHER, fenced=False),
+    )
+}
+
+
+@dataclass(frozen=True)
+class WorkflowTransition:
+    """A workflow's status move (§16), made in the transaction of the job move that decides it."""
+
+    name: str
+    sources: frozenset[WorkflowStatus]
+    targets: frozenset[WorkflowStatus]
+    events: tuple[Event, ...] = ()
+
+
+WORKFLOW_TRANSITIONS: dict[str, WorkflowTransition] = {
+    t.name: t
+    for t in (
+        # Its last unfinished job finished: COMPLETED, FAILED if one of its jobs failed,
+        # CANCELLED after a workflow cancel.
+        WorkflowTransition(
+            "finish",
+            frozenset({WorkflowStatus.RUNNING}),
+            frozenset({WorkflowStatus.COMPLETED, WorkflowStatus.FAILED, WorkflowStatus.CANCELLED}),
+            (events.WORKFLOW_FINISHED,),
+        ),
+        # An operator's retry of one of its failed or cancelled jobs.
+        WorkflowTransition(
+            "reopen",
+            frozenset({WorkflowStatus.FAILED, WorkflowStatus.CANCELLED}),
+            frozenset({WorkflowStatus.RUNNING}),
+        ),
     )
 }
 

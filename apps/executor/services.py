@@ -34,10 +34,11 @@ class ClaimedAttempt:
     kind: str  # the job's kind (apps/jobs/kinds/): its runner is apps/executor/runners.py's
     instruction: dict  # what that runner runs, e.g. {"steps": [...]}
     timeout_seconds: int
-    traceparent: str = ""
+    traceparent: str = ""  # the submit's W3C traceparent (apps/core/tracing.py)
     # When the process pool kills the attempt's child (§13a); None: timeout_seconds plus
     # JOBWEAVER_HARD_TIMEOUT_GRACE_SECONDS. The threads pool cannot kill and ignores it.
-    hard_timeout_seconds: int | None = None  # the submit's W3C traceparent (apps/core/tracing.py)
+    hard_timeout_seconds: int | None = None
+    workflow_id: uuid.UUID | None = None  # its completion releases its dependents (§16)
 
 
 class Ending(StrEnum):
@@ -85,6 +86,7 @@ def attempt_start(
         timeout_seconds=started.timeout_seconds,
         traceparent=started.traceparent,
         hard_timeout_seconds=started.hard_timeout_seconds,
+        workflow_id=started.workflow_id,
     )
 
 
@@ -123,7 +125,10 @@ def attempt_finish(
     )
     if ending is Ending.SUCCESS:
         accepted = executions.execution_complete(
-            job_id=claimed.job_id, event_id=claimed.event_id, report=report
+            job_id=claimed.job_id,
+            event_id=claimed.event_id,
+            report=report,
+            workflow_id=claimed.workflow_id,
         )
         if not accepted:
             _log_refused(claimed, ending)

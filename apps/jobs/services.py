@@ -254,11 +254,26 @@ def _unique_duplicates(specs: list[JobSpec], submitted_by) -> dict[int, Job | in
     return duplicates
 
 
+def jobs_create_waiting(
+    *, specs: list[JobSpec], waiting: set[int], submitted_by, trace_id: str
+) -> list[Job]:
+    """A workflow's jobs (ARCHITECTURE §16), in the caller's transaction: the submission
+    pipeline's checks and rows, the jobs at the indexes in `waiting` WAITING rather than
+    PENDING. No unique keys (the caller refuses them) and no idempotency key."""
+    return _jobs_create(specs, submitted_by, trace_id, None, waiting=waiting)
+
+
 def _jobs_create(
-    specs: list[JobSpec], submitted_by, trace_id: str | None, idempotency_key: str | None
+    specs: list[JobSpec],
+    submitted_by,
+    trace_id: str | None,
+    idempotency_key: str | None,
+    *,
+    waiting: set[int] = frozenset(),
 ) -> list[Job]:
     """Write the new jobs with one INSERT each for the jobs, their executions and their
-    JobCreated events, check the cap, and dispatch them after commit."""
+    JobCreated events, check the cap, and dispatch them after commit (those in `waiting`,
+    by index, wait for their dependencies instead)."""
     _check_priority_allowed(specs, submitted_by)
     traceparent = current_traceparent()
     jobs = [
@@ -273,11 +288,11 @@ def _jobs_create(
         for spec in specs
     ]
     insert_rows(jobs)
-    executions = executions_create(jobs=jobs)
+    executions = executions_create(jobs=jobs, waiting=[jobs[index].id for index in waiting])
     for job, execution in zip(jobs, executions, strict=True):
         job.execution = execution
     _check_active_cap(submitted_by, len(jobs))
-    job_ids = [job.id for job in jobs]
+    job_ids = [job.id for index, job in enumerate(jobs) if index not in waiting]
     for job_type, count in Counter(job.job_type for job in jobs).items():
         submitted = metrics.JOBS_SUBMITTED.labels(job_type)
         metrics.count_on_commit(lambda submitted=submitted, count=count: submitted.inc(count))

@@ -18,6 +18,12 @@ fault they inject. The invariants:
   so dead-letterings are counted by attempt number: a FAILED job, and every job-failed event
   that did not retry, needs one dead-letter event for that attempt, whose outcome was FAILURE
   or LOST; no other dead-letter events exist.
+- `workflow_order` (§16): a workflow's job is WAITING exactly while a dependency is not
+  settled (its node's count is above zero; a cancelled job may have any count), and a job
+  that does not ignore failed dependencies started only after every one had COMPLETED.
+- `workflow_counts` (§16): a workflow's counts are its jobs' (unfinished, FAILED); it is
+  RUNNING exactly while one is unfinished, and a finished one's last WorkflowFinished event
+  says its status.
 
 This module reads the tables of all apps (jobs, executions, attempts, outbox) directly: it is
 an auditor that must see the rows as they are stored, not as the services present them. The
@@ -53,12 +59,13 @@ from django.db.models.functions import Cast, Lag
 from django.utils import timezone
 
 from jobweaver.conf import settings
-from jobweaver.core.kafka import JOB_CREATED, JOB_DEAD_LETTER, JOB_FAILED
+from jobweaver.core.kafka import JOB_CREATED, JOB_DEAD_LETTER, JOB_FAILED, WORKFLOW_FINISHED
 from jobweaver.core.timeutil import iso
 from jobweaver.executor.models import AttemptOutcome, ExecutionAttempt
 from jobweaver.jobs.models import Job
 from jobweaver.outbox.models import OutboxEvent
-from jobweaver.scheduler.models import ExecutionStatus, JobExecution
+from jobweaver.scheduler.models import TERMINAL_STATUSES, ExecutionStatus, JobExecution
+from jobweaver.workflows.models import Dependency, Node, Workflow, WorkflowStatus
 
 # Beyond one rescue interval: beat's own lateness and the time a rescue batch takes.
 DEFAULT_SLACK_SECONDS = 2.0
@@ -129,6 +136,8 @@ def _check_all(scope: _Scope, *, now: datetime, slack_seconds: float) -> list[Vi
         *_live_attempt(executions),
         *_lease_rescued(executions, now=now, slack_seconds=slack_seconds),
         *_dead_letter_once(scope, executions),
+        *_workflow_order(scope),
+        *_workflow_counts(scope),
     ]
 
 
@@ -342,4 +351,101 @@ def _dead_letter_once(scope: _Scope, executions: list[JobExecution]) -> list[Vio
                 "dead_letter_once", key, f"dead-lettered at attempt {attempt} without an event"
             )
         )
+    return violations
+
+
+def _workflow_order(scope: _Scope) -> list[Violation]:
+    nodes = {
+        node.job_id: node
+        for node in Node.objects.filter(job__in=scope.jobs()).select_related("job__execution")
+    }
+    if not nodes:
+        return []
+    violations = []
+    edges = Dependency.objects.filter(job_id__in=nodes).values_list("job_id", "depends_on_id")
+    parents: dict[uuid.UUID, list[uuid.UUID]] = {}
+    for child, parent in edges:
+        parents.setdefault(child, []).append(parent)
+    parent_rows = {
+        e.job_id: e
+        for e in JobExecution.objects.filter(job_id__in={p for ps in parents.values() for p in ps})
+    }
+    first_start = dict(
+        ExecutionAttempt.objects.filter(job_id__in=nodes)
+        .values("job_id")
+        .annotate(first=Min("started_at"))
+        .values_list("job_id", "first")
+    )
+    for job_id, node in nodes.items():
+        status = node.job.execution.status
+        waits = status == ExecutionStatus.WAITING
+        if (waits and node.waiting_on == 0) or (
+            not waits and node.waiting_on > 0 and status != ExecutionStatus.CANCELLED
+        ):
+            violations.append(
+                Violation(
+                    "workflow_order",
+                    str(job_id),
+                    f"{status} with {node.waiting_on} dependencies not settled",
+                )
+            )
+        started = first_start.get(job_id)
+        for parent in parents.get(job_id, []):
+            row = parent_rows[parent]
+            # A dependency a tolerant job ignored may be retried after that job ran.
+            if started is None or node.ignore_failed_dependencies:
+                continue
+            finished = row.finished_at
+            if finished is not None and row.status in TERMINAL_STATUSES and started < finished:
+                violations.append(
+                    Violation(
+                        "workflow_order",
+                        str(job_id),
+                        f"started {iso(started)}, before its dependency {parent} finished "
+                        f"{iso(finished)}",
+                    )
+                )
+            if row.status != ExecutionStatus.COMPLETED:
+                violations.append(
+                    Violation(
+                        "workflow_order",
+                        str(job_id),
+                        f"ran although its dependency {parent} is {row.status}",
+                    )
+                )
+    return violations
+
+
+def _workflow_counts(scope: _Scope) -> list[Violation]:
+    workflows = Workflow.objects.filter(nodes__job__in=scope.jobs()).distinct()
+    violations = []
+    for workflow in workflows:
+        counts = Counter(
+            JobExecution.objects.filter(job__workflow_node__workflow=workflow).values_list(
+                "status", flat=True
+            )
+        )
+        unfinished = sum(n for status, n in counts.items() if status not in TERMINAL_STATUSES)
+        failed = counts.get(ExecutionStatus.FAILED, 0)
+        problems = []
+        if (workflow.unfinished, workflow.failed) != (unfinished, failed):
+            problems.append(
+                f"counts unfinished {workflow.unfinished}, failed {workflow.failed}; its jobs "
+                f"say {unfinished}, {failed}"
+            )
+        if (workflow.status == WorkflowStatus.RUNNING) != (unfinished > 0):
+            problems.append(f"{workflow.status} with {unfinished} jobs unfinished")
+        if workflow.status != WorkflowStatus.RUNNING:
+            last = (
+                OutboxEvent.objects.filter(topic=WORKFLOW_FINISHED, key=str(workflow.id))
+                .order_by("-created_at")
+                .values_list("payload", flat=True)
+                .first()
+            )
+            if last is None or last.get("status") != workflow.status:
+                problems.append(f"{workflow.status}, but its last WorkflowFinished is {last}")
+        violations += [
+            Violation("workflow_counts", f"(workflow {workflow.id})", problem)
+            for problem in problems
+        ]
     return violations

@@ -8,6 +8,7 @@ from jobweaver.conf import settings
 
 
 class ExecutionStatus(models.TextChoices):
+    WAITING = "WAITING"  # a workflow's job whose dependencies are not done (§16): never claimed
     PENDING = "PENDING"
     DISPATCHED = "DISPATCHED"
     RUNNING = "RUNNING"

@@ -5,7 +5,8 @@ rest of the engine calls these functions with typed values and gets values back.
 `STATEMENTS` lists them (name -> description) for readers and for the test that holds every
 statement function to a description. Modules: `executions` (an execution's row: lock, save,
 insert, the fenced and set-based moves, leases), `attempts` (the attempt ledger's rows),
-`events` (outbox rows of domain events) and `claim` (the dispatcher's claim and its rules).
+`events` (outbox rows of domain events), `claim` (the dispatcher's claim and its rules) and
+`workflows` (a workflow's counts and the locks that keep them exact, §16).
 """
 
 from __future__ import annotations

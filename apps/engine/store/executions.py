@@ -29,6 +29,7 @@ from jobweaver.engine.store import attempts, named
 from jobweaver.engine.store import events as event_rows
 from jobweaver.engine.transitions import TRANSITIONS, Transition
 from jobweaver.scheduler.models import ExecutionStatus, JobExecution, status_literal
+from jobweaver.workflows.models import Node
 
 DISPATCH_CHANNEL = "jobweaver_dispatch"
 _CHANNEL = re.compile(r"[a-z_][a-z0-9_]*")
@@ -209,6 +210,15 @@ def _insert_pending_sql() -> tuple[str, list]:
             expressions.append("COALESCE(b.run_at, clock_timestamp())")  # due now, or runAt
         elif field.name == "updated_at":
             expressions.append("clock_timestamp()")
+        elif field.name == "status":  # a workflow's job with dependencies waits (§16)
+            waiting, pending = (
+                status_literal(ExecutionStatus.WAITING),
+                status_literal(ExecutionStatus.PENDING),
+            )
+            expressions.append(
+                f"CASE WHEN b.c0 = ANY(%s::uuid[]) THEN {waiting} ELSE {pending} END"
+            )
+            defaults.append(None)  # the parameter: the ids of the jobs that wait
         else:
             expressions.append(f"%s::{field.db_type(connection)}")
             defaults.append(field)
@@ -223,12 +233,16 @@ def _insert_pending_sql() -> tuple[str, list]:
     return sql, defaults
 
 
-@named("INSERT … SELECT the PENDING executions of new jobs from arrays of their values")
-def executions_insert(jobs: list) -> list[JobExecution]:
-    """In the jobs' order, due at each job's `run_at` or now (database clock): a statement of
-    twenty parameters whatever the batch's size."""
+@named("INSERT … SELECT the PENDING (or WAITING) executions of new jobs from arrays of values")
+def executions_insert(jobs: list, waiting: list[uuid.UUID] = ()) -> list[JobExecution]:
+    """In the jobs' order, due at each job's `run_at` or now (database clock), WAITING for the
+    jobs in `waiting` (a workflow's jobs with dependencies): a statement of twenty parameters
+    whatever the batch's size."""
     sql, defaults = _insert_pending_sql()
-    params = [field.get_db_prep_save(field.get_default(), connection) for field in defaults]
+    params = [
+        list(waiting) if field is None else field.get_db_prep_save(field.get_default(), connection)
+        for field in defaults
+    ]
     params += [[getattr(job, attribute) for job in jobs] for _, attribute, _ in _COPIED_FROM_JOB]
     params.append([job.run_at for job in jobs])
     with connection.cursor() as cursor:
@@ -302,11 +316,15 @@ def _fenced_sql(
 
 # What a started execution tells its executor (executions.Started's fields), then the
 # start's wait for the metric.
-_STARTED_READING = (
-    "moved.attempt_count, j.job_type, j.instruction, j.trace_id, j.traceparent, "
-    "j.timeout_seconds, j.hard_timeout_seconds, "
-    "GREATEST(EXTRACT(EPOCH FROM moved.started_at - moved.dispatched_at), 0)"
-)
+@cache
+def _started_reading() -> str:
+    node = connection.ops.quote_name(Node._meta.db_table)
+    return (
+        "moved.attempt_count, j.job_type, j.instruction, j.trace_id, j.traceparent, "
+        "j.timeout_seconds, j.hard_timeout_seconds, "
+        f"(SELECT n.workflow_id FROM {node} n WHERE n.job_id = moved.job_id), "
+        "GREATEST(EXTRACT(EPOCH FROM moved.started_at - moved.dispatched_at), 0)"
+    )
 
 
 @named("UPDATE DISPATCHED → RUNNING for the token's holder and INSERT its attempt, one statement")
@@ -321,7 +339,7 @@ def execution_start(
     serves: list[str],
 ) -> tuple | None:
     """(attempt, job_type, instruction, trace_id, traceparent, timeout_seconds,
-    hard_timeout_seconds, waited); None
+    hard_timeout_seconds, workflow_id, waited); None
     when the token is stale or the executor does not serve the job's queue."""
     row = _fenced(
         transition,
@@ -331,7 +349,7 @@ def execution_start(
         "attempt_count = e.attempt_count + 1, lease_expires_at = clock.now + %s",
         params=[executor_id, lease],
         steps=(attempts.open_step(event_id=event_id, worker_id=attempt_worker_id),),
-        reading=_STARTED_READING,
+        reading=_started_reading(),
         also_where="AND e.queue_name = ANY(%s)",
         where_params=(list(serves),),
     )
@@ -470,3 +488,74 @@ def executions_recall(
         "(e.queue_name = ANY(%s) OR e.job_type = ANY(%s))",
         [list(queue_names), list(job_types)],
     )
+
+
+# --- a workflow's waiting jobs (§16) --------------------------------------------------------------
+
+
+@named("UPDATE WAITING executions whose dependencies are done to PENDING, due now")
+def executions_unblock(transition: Transition, *, job_ids: list[uuid.UUID]) -> list[uuid.UUID]:
+    return _move_set_returning(
+        transition, "next_run_at = clock_timestamp()", "e.job_id = ANY(%s)", [list(job_ids)]
+    )
+
+
+@named("UPDATE WAITING executions to CANCELLED, each with its reason (a dependency failed)")
+def executions_dependency_failed(
+    transition: Transition, *, reasons: dict[uuid.UUID, str]
+) -> list[uuid.UUID]:
+    table = connection.ops.quote_name(JobExecution._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} AS e SET {_moving(transition, 'clock_timestamp()')}, "
+            "finished_at = clock_timestamp(), last_error = v.reason "
+            "FROM unnest(%s::uuid[], %s::text[]) AS v(job_id, reason) "
+            f"WHERE e.job_id = v.job_id AND e.status IN ({_statuses(transition.sources)}) "
+            "RETURNING e.job_id",
+            [list(reasons), list(reasons.values())],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+@named("UPDATE CANCELLED executions back to WAITING with a fresh retry budget (a reopen)")
+def executions_reopen(transition: Transition, *, job_ids: list[uuid.UUID]) -> list[uuid.UUID]:
+    return _move_set_returning(
+        transition,
+        "finished_at = NULL, last_error = '', retry_count = 0, cancel_requested = false, "
+        "current_event_id = NULL, lease_expires_at = NULL",
+        "e.job_id = ANY(%s)",
+        [list(job_ids)],
+    )
+
+
+@named("UPDATE a workflow's unfinished executions: WAITING, PENDING, DISPATCHED to CANCELLED")
+def executions_cancel_set(transition: Transition, *, job_ids: list[uuid.UUID]) -> list[uuid.UUID]:
+    return _move_set_returning(
+        transition,
+        "finished_at = clock_timestamp(), last_error = 'cancelled', current_event_id = NULL, "
+        "lease_expires_at = NULL",
+        "e.job_id = ANY(%s)",
+        [list(job_ids)],
+    )
+
+
+@named("UPDATE RUNNING executions of a workflow: cancel requested (their workers stop)")
+def executions_request_cancel_set(
+    transition: Transition, *, job_ids: list[uuid.UUID]
+) -> list[uuid.UUID]:
+    return _move_set_returning(
+        transition, "cancel_requested = true", "e.job_id = ANY(%s)", [list(job_ids)]
+    )
+
+
+def _move_set_returning(
+    transition: Transition, assignments: str, where: str, params: list
+) -> list[uuid.UUID]:
+    table = connection.ops.quote_name(JobExecution._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} AS e SET {_moving(transition, 'clock_timestamp()')}, {assignments} "
+            f"WHERE e.status IN ({_statuses(transition.sources)}) AND {where} RETURNING e.job_id",
+            params,
+        )
+        return [row[0] for row in cursor.fetchall()]

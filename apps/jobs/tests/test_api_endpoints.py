@@ -160,7 +160,8 @@ def test_stats_count_statuses_dead_letters_due_age_and_the_last_hour(client):
     stats = client.get("/api/stats").json()
 
     assert stats["countsByStatus"] == {
-        "PENDING": 2, "DISPATCHED": 0, "RUNNING": 0, "COMPLETED": 1, "FAILED": 1, "CANCELLED": 0,
+        "WAITING": 0, "PENDING": 2, "DISPATCHED": 0, "RUNNING": 0, "COMPLETED": 1, "FAILED": 1,
+        "CANCELLED": 0,
     }  # fmt: skip
     assert stats["deadLetters"] == 1
     assert 300 <= stats["oldestDueJobAgeSeconds"] < 3600

@@ -3,6 +3,7 @@
 from jobweaver.engine.transitions import IN_FLIGHT, TRANSITIONS, Actor
 from jobweaver.scheduler.models import TERMINAL_STATUSES, ExecutionStatus
 
+W = ExecutionStatus.WAITING
 P, D, R = ExecutionStatus.PENDING, ExecutionStatus.DISPATCHED, ExecutionStatus.RUNNING
 C, F, X = ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.CANCELLED
 
@@ -20,7 +21,14 @@ SECTION_4_EDGES = {
     (D, P),  # dispatch lease expired: a redelivery, not an attempt
     (F, P),
     (X, P),  # operator retry
+    (W, P),  # a workflow's job whose dependencies are done (§16)
+    (W, X),  # a dependency failed, or a cancel
+    (X, W),  # the retry of the dependency that cancelled it
 }
+# Moves of a workflow's WAITING jobs, made in the transaction of the move that decides them
+# (a worker's fenced completion, the rescuer's, an operator's): a WAITING job has no delivery,
+# so there is no token to fence on.
+CONSEQUENCES = {"unblock", "dependency_failed"}
 
 
 def test_the_table_allows_exactly_the_edges_of_section_4():
@@ -36,7 +44,7 @@ def test_the_table_allows_exactly_the_edges_of_section_4():
 def test_nothing_leaves_a_terminal_state_but_an_operator_retry():
     for name, transition in TRANSITIONS.items():
         if transition.sources & set(TERMINAL_STATUSES) - {C}:
-            assert name == "operator_retry"
+            assert name in {"operator_retry", "reopen"}  # reopen: a retry's consequence (§16)
             assert transition.actors == {Actor.OPERATOR}
         assert C not in transition.sources, f"{name} leaves COMPLETED"
 
@@ -44,7 +52,8 @@ def test_nothing_leaves_a_terminal_state_but_an_operator_retry():
 def test_worker_driven_transitions_are_fenced_and_operator_ones_are_not():
     for name, transition in TRANSITIONS.items():
         if Actor.WORKER in transition.actors or Actor.RESCUER in transition.actors:
-            assert transition.fenced, f"{name} must check the fencing token"
+            assert transition.fenced or name in CONSEQUENCES, f"{name} must be fenced"
+            assert not transition.fenced or W not in transition.sources
         if transition.actors == {Actor.OPERATOR}:
             assert not transition.fenced, name
 
