@@ -4,7 +4,9 @@ What goes, by age on the database clock (settings `JOBWEAVER_RETAIN_*`, in days;
 - COMPLETED, FAILED and CANCELLED jobs whose `finished_at` is older than their status's
   retention, each with every row that cascades from it (its execution, its attempts, its
   dead-letter discard) and its outbox events;
-- published outbox rows older than the outbox retention (the events already reached Kafka).
+- published outbox rows older than the outbox retention (the events already reached Kafka);
+- finished workflows (§16) older than their status's retention, with all their jobs at once:
+  a job of a workflow is never pruned alone, since its workflow's other rows point at it.
 
 Pruning is not a transition of the state machine (apps/engine/): it deletes jobs
 that reached a terminal state and never changes a status. A job is terminal for good unless an
@@ -30,6 +32,7 @@ from jobweaver.conf import settings
 from jobweaver.jobs.models import Job
 from jobweaver.outbox.models import OutboxEvent
 from jobweaver.scheduler.models import ExecutionStatus, JobExecution
+from jobweaver.workflows.models import Node, Workflow, WorkflowStatus
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +52,15 @@ JOB_RULES = (
     _JobRule("failed jobs", ExecutionStatus.FAILED, "JOBWEAVER_RETAIN_FAILED_DAYS"),
     _JobRule("cancelled jobs", ExecutionStatus.CANCELLED, "JOBWEAVER_RETAIN_CANCELLED_DAYS"),
 )
-KINDS = (*(rule.kind for rule in JOB_RULES), OUTBOX)
+WORKFLOW_RULES = (
+    _JobRule("completed workflows", WorkflowStatus.COMPLETED, "JOBWEAVER_RETAIN_COMPLETED_DAYS"),
+    _JobRule("failed workflows", WorkflowStatus.FAILED, "JOBWEAVER_RETAIN_FAILED_DAYS"),
+    _JobRule("cancelled workflows", WorkflowStatus.CANCELLED, "JOBWEAVER_RETAIN_CANCELLED_DAYS"),
+)
+KINDS = (*(rule.kind for rule in JOB_RULES), *(rule.kind for rule in WORKFLOW_RULES), OUTBOX)
+# A workflow holds up to JOBWEAVER_MAX_WORKFLOW_JOBS jobs: a batch of workflows is this many
+# times smaller than a batch of jobs.
+WORKFLOWS_PER_JOB_BATCH = 100
 
 
 def _cutoff_sql(age: str) -> str:
@@ -92,7 +103,30 @@ def _doomed_jobs_sql(*, limit: bool) -> str:
               SELECT 1 FROM {outbox} AS o
               WHERE o.key = e.job_id::text AND o.published_at IS NULL
           )
+          AND NOT EXISTS (SELECT 1 FROM {Node._meta.db_table} AS n WHERE n.job_id = e.job_id)
         {"ORDER BY e.finished_at LIMIT %(limit)s FOR UPDATE OF e SKIP LOCKED" if limit else ""}
+    """
+
+
+def _doomed_workflows_sql(*, limit: bool) -> str:
+    """The workflows of one status finished before the cutoff, whose events (theirs and their
+    jobs') all went out."""
+    workflows, nodes, outbox = (
+        Workflow._meta.db_table,
+        Node._meta.db_table,
+        OutboxEvent._meta.db_table,
+    )
+    return f"""
+        SELECT w.id FROM {workflows} AS w
+        WHERE w.status = %(status)s
+          AND w.finished_at < {_cutoff_sql("%(age)s")}
+          AND NOT EXISTS (
+              SELECT 1 FROM {outbox} AS o WHERE o.published_at IS NULL AND (
+                  o.key = w.id::text
+                  OR o.key IN (SELECT n.job_id::text FROM {nodes} AS n WHERE n.workflow_id = w.id)
+              )
+          )
+        {"ORDER BY w.finished_at LIMIT %(limit)s FOR UPDATE OF w SKIP LOCKED" if limit else ""}
     """
 
 
@@ -111,6 +145,31 @@ def _prune_jobs_batch(rule: _JobRule, *, age: float, limit: int) -> int:
     sql = f"""
         WITH doomed AS ({_doomed_jobs_sql(limit=True)}), {", ".join(deletes)}
         DELETE FROM {Job._meta.db_table} AS j USING doomed WHERE j.id = doomed.job_id
+    """
+    with transaction.atomic(durable=True), connection.cursor() as cursor:
+        cursor.execute(sql, {"status": rule.status.value, "age": age, "limit": limit})
+        return cursor.rowcount
+
+
+def _prune_workflows_batch(rule: _JobRule, *, age: float, limit: int) -> int:
+    """Delete up to `limit` workflows of `rule` with all their jobs, everything hanging off
+    those, and their events, in one statement."""
+    nodes = Node._meta.db_table
+    deletes = [
+        f"d{n} AS (DELETE FROM {table} AS c USING doomed WHERE c.{column} = doomed.job_id)"
+        for n, (table, column) in enumerate(_job_children())
+    ]
+    outbox, jobs = OutboxEvent._meta.db_table, Job._meta.db_table
+    deletes += [
+        f"events AS (DELETE FROM {outbox} AS o USING doomed WHERE o.key = doomed.job_id::text)",
+        f"own_events AS (DELETE FROM {outbox} AS o USING doomed_w WHERE o.key = doomed_w.id::text)",
+        f"jobs AS (DELETE FROM {jobs} AS j USING doomed WHERE j.id = doomed.job_id)",
+    ]
+    sql = f"""
+        WITH doomed_w AS ({_doomed_workflows_sql(limit=True)}),
+        doomed AS (SELECT n.job_id FROM {nodes} AS n JOIN doomed_w ON n.workflow_id = doomed_w.id),
+        {", ".join(deletes)}
+        DELETE FROM {Workflow._meta.db_table} AS w USING doomed_w WHERE w.id = doomed_w.id
     """
     with transaction.atomic(durable=True), connection.cursor() as cursor:
         cursor.execute(sql, {"status": rule.status.value, "age": age, "limit": limit})
@@ -149,6 +208,14 @@ def retention_preview() -> dict[str, int]:
                     {"status": rule.status.value, "age": age},
                 )
                 counts[rule.kind] = cursor.fetchone()[0]
+        for rule in WORKFLOW_RULES:
+            age = _age_seconds(rule.setting)
+            if age is not None:
+                cursor.execute(
+                    f"SELECT count(*) FROM ({_doomed_workflows_sql(limit=False)}) AS doomed",
+                    {"status": rule.status.value, "age": age},
+                )
+                counts[rule.kind] = cursor.fetchone()[0]
         age = _age_seconds("JOBWEAVER_RETAIN_PUBLISHED_OUTBOX_DAYS")
         if age is not None:
             cursor.execute(
@@ -169,22 +236,34 @@ def retention_prune(*, batch_size: int | None = None) -> dict[str, int]:
     batches: list = []
     outbox_age = _age_seconds("JOBWEAVER_RETAIN_PUBLISHED_OUTBOX_DAYS")
     if outbox_age is not None:
-        batches.append((OUTBOX, lambda: _prune_outbox_batch(age=outbox_age, limit=limit)))
+        batches.append((OUTBOX, limit, lambda: _prune_outbox_batch(age=outbox_age, limit=limit)))
     for rule in JOB_RULES:
         age = _age_seconds(rule.setting)
         if age is not None:
             batches.append(
                 (
                     rule.kind,
+                    limit,
                     lambda rule=rule, age=age: _prune_jobs_batch(rule, age=age, limit=limit),
                 )
             )
-    for kind, prune_batch in batches:
+    few = max(1, limit // WORKFLOWS_PER_JOB_BATCH)
+    for rule in WORKFLOW_RULES:
+        age = _age_seconds(rule.setting)
+        if age is not None:
+            batches.append(
+                (
+                    rule.kind,
+                    few,
+                    lambda rule=rule, age=age: _prune_workflows_batch(rule, age=age, limit=few),
+                )
+            )
+    for kind, most, prune_batch in batches:
         while True:
             deleted = prune_batch()
             pruned[kind] += deleted
             # Fewer than a full batch: done for now (rows skipped as locked go next time).
-            if deleted < limit:
+            if deleted < most:
                 break
     if any(pruned.values()):
         logger.info(

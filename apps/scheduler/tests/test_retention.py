@@ -19,6 +19,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from jobweaver.executor.models import AttemptOutcome, ExecutionAttempt
+from jobweaver.executor.services import attempt_finish
 from jobweaver.jobs.models import DeadLetterDiscard, Job
 from jobweaver.jobs.services import job_submit_batch
 from jobweaver.jobs.tests.api_helpers import api_client
@@ -30,7 +31,10 @@ from jobweaver.scheduler.management.commands.prune import Command
 from jobweaver.scheduler.models import JobExecution
 from jobweaver.scheduler.retention import retention_preview, retention_prune
 from jobweaver.scheduler.services import execution_cancel
-from jobweaver.scheduler.tests.factories import finished, submitted_job
+from jobweaver.scheduler.tests.factories import finished, started, submitted_job
+from jobweaver.workflows.models import Dependency, Node, Workflow
+from jobweaver.workflows.services import workflow_submit
+from jobweaver.workflows.validation import parse_workflow_request
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -261,3 +265,48 @@ def test_a_batch_finds_its_old_rows_through_the_index_not_by_reading_the_retaine
     bounded = [line for line in plan.splitlines() if "Index Cond" in line and column in line]
     assert bounded, plan
     assert not any("Filter" in line and column in line for line in plan.splitlines()), plan
+
+
+def test_a_workflow_is_pruned_whole_once_it_finished_past_retention():
+    """A failed workflow (one job FAILED, one cancelled because of it, one completed): none of
+    its jobs goes alone, however old; the workflow goes with all of them once it is old."""
+    log = {"jobType": "SIMULATION", "payload": {"steps": [{"action": "LOG", "message": "x"}]}}
+    spec = parse_workflow_request(
+        {
+            "name": "old",
+            "jobs": [
+                {"ref": "a", "job": log},
+                {"ref": "b", "job": log, "dependsOn": ["a"]},
+                {"ref": "ok", "job": log},
+            ],
+        }
+    )
+    workflow = workflow_submit(spec=spec)
+    jobs = [job.id for job in workflow.jobs_by_ref.values()]
+    claimed = started(workflow.jobs_by_ref["a"].id)
+    attempt_finish(
+        claimed=claimed,
+        outcome="FAILURE",
+        error="x",
+        retryable=False,
+        steps_completed=0,
+        log_lines=[],
+    )
+    finished(workflow.jobs_by_ref["ok"].id)
+    for job_id in jobs:
+        finished_days_ago(job_id, 40)  # past every job retention
+
+    assert retention_prune()["failed workflows"] == 0  # the workflow itself is recent
+    assert Job.objects.filter(id__in=jobs).count() == 3
+
+    then = timezone.now() - timedelta(days=40)
+    Workflow.objects.filter(id=workflow.id).update(finished_at=then)
+    OutboxEvent.objects.filter(key=str(workflow.id)).update(created_at=then, published_at=then)
+    assert retention_preview()["failed workflows"] == 1
+    assert retention_prune()["failed workflows"] == 1
+
+    assert all(gone(job_id) for job_id in jobs)
+    assert not Workflow.objects.filter(id=workflow.id).exists()
+    assert not Node.objects.filter(job_id__in=jobs).exists()
+    assert not Dependency.objects.filter(job_id__in=jobs).exists()
+    assert not OutboxEvent.objects.filter(key=str(workflow.id)).exists()
