@@ -21,6 +21,7 @@ urlpatterns = [
     ),
     path("api/", include("jobweaver.jobs.api.urls")),
     path("api/", include("jobweaver.schedules.api.urls")),
+    path("api/", include("jobweaver.workflows.api.urls")),
     # Anything else under api/ is the API's JSON 404, never the host's HTML page.
     re_path(r"^api/", fallbacks.api_not_found),
 ]

@@ -166,7 +166,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
-    "ENUM_NAME_OVERRIDES": {"JobStatus": "jobweaver.scheduler.models.ExecutionStatus"},
+    # The value lists the schemas' status fields use (labels are the values).
+    "ENUM_NAME_OVERRIDES": {
+        "JobStatus": "jobweaver.jobs.api.schema.STATUSES",
+        "WorkflowStatus": "jobweaver.workflows.api.schema.STATUSES",
+    },
 }
 
 # --- Kafka ------------------------------------------------------------------------------------

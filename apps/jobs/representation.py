@@ -3,6 +3,8 @@ API and the command line."""
 
 from __future__ import annotations
 
+from django.core.exceptions import ObjectDoesNotExist
+
 from jobweaver.core.timeutil import iso
 from jobweaver.executor.models import ExecutionAttempt
 from jobweaver.jobs.kinds import kind_of
@@ -23,9 +25,16 @@ def attempt_to_dict(attempt: ExecutionAttempt) -> dict:
     }
 
 
-def job_to_dict(job: Job, attempts: list[ExecutionAttempt], *, tracebacks: bool = True) -> dict:
+def job_to_dict(
+    job: Job,
+    attempts: list[ExecutionAttempt],
+    *,
+    tracebacks: bool = True,
+    depends_on: list | tuple = (),
+) -> dict:
     """The job detail; without `tracebacks`, a TASK attempt's traceback is left out (null):
-    it is the server's code, shown to operators only (ARCHITECTURE §17)."""
+    it is the server's code, shown to operators only (ARCHITECTURE §17). `depends_on`: the
+    ids of the jobs it waits for in its workflow (§16)."""
     execution = job.execution
     kind = kind_of(job)
     latest = attempts[-1] if attempts else None
@@ -53,6 +62,8 @@ def job_to_dict(job: Job, attempts: list[ExecutionAttempt], *, tracebacks: bool 
         "attempts": [attempt_to_dict(a) | kind.attempt_detail(a) for a in attempts],
         "queueName": job.queue_name,
         "concurrencyKey": job.concurrency_key,
+        "workflowId": _workflow_id(job),
+        "dependsOn": [str(parent) for parent in depends_on],
     }
     detail.update(kind.job_detail(execution, attempts))  # e.g. a TASK's result
     if not tracebacks:
@@ -60,3 +71,10 @@ def job_to_dict(job: Job, attempts: list[ExecutionAttempt], *, tracebacks: bool 
             if attempt.get("traceback") is not None:
                 attempt["traceback"] = None
     return detail
+
+
+def _workflow_id(job: Job) -> str | None:
+    try:
+        return str(job.workflow_node.workflow_id)
+    except ObjectDoesNotExist:
+        return None

@@ -16,6 +16,7 @@ from jobweaver.jobs.models import DeadLetterDiscard, Job
 from jobweaver.jobs.representation import attempt_to_dict, job_to_dict
 from jobweaver.outbox.models import OutboxEvent
 from jobweaver.scheduler.models import ExecutionStatus, JobExecution, status_literal
+from jobweaver.workflows.models import Dependency
 
 
 def parse_job_id(raw: str | uuid.UUID) -> uuid.UUID:
@@ -38,6 +39,15 @@ def attempts_for_jobs(*, job_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[Execu
     return grouped
 
 
+def dependencies_for_jobs(*, job_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[uuid.UUID]]:
+    """The jobs each job depends on in its workflow (§16), one query for a whole page."""
+    grouped: dict[uuid.UUID, list[uuid.UUID]] = {job_id: [] for job_id in job_ids}
+    edges = Dependency.objects.filter(job_id__in=job_ids).order_by("id")  # dependsOn's order
+    for job_id, parent in edges.values_list("job_id", "depends_on_id"):
+        grouped[job_id].append(parent)
+    return grouped
+
+
 def attempts_finished_since(*, job_ids, since: datetime) -> dict[str, int]:
     """How many attempts of these jobs (ids or a subquery) finished since `since`, and how many
     of those failed (FAILURE or LOST)."""
@@ -55,7 +65,7 @@ VIEW_ALL_JOBS = "jobweaver_jobs.view_all_jobs"
 def _visible_jobs(user) -> QuerySet[Job]:
     """Jobs `user` may see: their own, or all with `jobs.view_all_jobs` (staff status alone
     grants nothing). `user=None` is a trusted caller (the CLI, the admin's actions): all."""
-    jobs = Job.objects.select_related("execution")
+    jobs = Job.objects.select_related("execution", "workflow_node")
     if user is not None and not holds(user, VIEW_ALL_JOBS):
         jobs = jobs.filter(submitted_by=user)
     return jobs
@@ -75,7 +85,8 @@ def job_detail(*, job_id: str | uuid.UUID, user=None) -> dict:
     first, for a job visible to `user`; JobNotFound otherwise."""
     job = job_get(job_id=job_id, user=user)
     attempts = attempts_for_jobs(job_ids=[job.id])[job.id]
-    return job_to_dict(job, attempts, tracebacks=sees_tracebacks(user))
+    depends_on = dependencies_for_jobs(job_ids=[job.id])[job.id]
+    return job_to_dict(job, attempts, tracebacks=sees_tracebacks(user), depends_on=depends_on)
 
 
 def sees_tracebacks(user) -> bool:

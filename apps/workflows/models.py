@@ -66,6 +66,7 @@ class Node(models.Model):
     )
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="nodes")
     ref = models.CharField(max_length=64)
+    position = models.PositiveIntegerField(default=0)  # its place in the submitted list
     ignore_failed_dependencies = models.BooleanField(default=False)
     # Dependencies not settled yet: not COMPLETED (or, with ignore_failed_dependencies, not
     # finished at all). The job leaves WAITING when it reaches zero.

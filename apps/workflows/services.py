@@ -47,11 +47,14 @@ def workflow_submit(*, spec: WorkflowSpec, submitted_by=None, trace_id: str | No
             job=job,
             workflow=workflow,
             ref=item.ref,
+            position=position,
             ignore_failed_dependencies=item.ignore_failed_dependencies,
             waiting_on=len(item.depends_on),
         )
-        for item, job in zip(spec.items, jobs, strict=True)
+        for position, (item, job) in enumerate(zip(spec.items, jobs, strict=True))
     )
+    # Created in each job's dependsOn order (their ids keep it): a chord's callback gets its
+    # group's results in the group's order.
     Dependency.objects.bulk_create(
         Dependency(job=by_ref[item.ref], depends_on=by_ref[parent])
         for item in spec.items

@@ -16,11 +16,12 @@ from jobweaver.jobs.api.errors import error_body
 
 API_PREFIX = "/api/"
 BATCH_PATH = "/api/jobs/batch"
+WORKFLOWS_PATH = "/api/workflows"  # a workflow has the batch's limit (§16)
 DIGITS = re.compile(r"^[0-9]{1,19}$")
 
 
 def body_limit(path: str) -> int:
-    if path == BATCH_PATH:
+    if path in (BATCH_PATH, WORKFLOWS_PATH):
         return settings.JOBWEAVER_MAX_BATCH_REQUEST_BYTES
     return settings.JOBWEAVER_MAX_REQUEST_BYTES
 

@@ -179,6 +179,10 @@ class JobDetail(serializers.Serializer):
         required=False, allow_null=True, help_text="TASK jobs: the return value once COMPLETED"
     )
     retryPolicy = TaskRetryPolicy(required=False, help_text="TASK jobs: the task's own options")
+    workflowId = serializers.UUIDField(allow_null=True, help_text="its workflow (§16), or null")
+    dependsOn = serializers.ListField(
+        child=serializers.UUIDField(), help_text="the jobs it runs after in its workflow"
+    )
 
 
 class JobPage(serializers.Serializer):
@@ -195,6 +199,7 @@ class JobAttempts(serializers.Serializer):
 
 
 class StatusCounts(serializers.Serializer):
+    WAITING = serializers.IntegerField()
     PENDING = serializers.IntegerField()
     DISPATCHED = serializers.IntegerField()
     RUNNING = serializers.IntegerField()
@@ -235,6 +240,7 @@ class Error(serializers.Serializer):
             "API.UNAUTHENTICATED",
             "API.FORBIDDEN",
             "API.JOB_NOT_FOUND",
+            "API.WORKFLOW_NOT_FOUND",
             "API.INVALID_STATE_TRANSITION",
             "API.IDEMPOTENCY_CONFLICT",
             "API.PAYLOAD_TOO_LARGE",

@@ -22,6 +22,7 @@ from jobweaver.jobs.models import JobType
 from jobweaver.jobs.representation import job_to_dict
 from jobweaver.jobs.selectors import (
     attempts_for_jobs,
+    dependencies_for_jobs,
     job_attempts,
     job_detail,
     job_get,
@@ -180,11 +181,18 @@ class JobListCreateView(JobView):
             page=page,
             size=size,
         )
-        attempts = attempts_for_jobs(job_ids=[job.id for job in jobs])
+        ids = [job.id for job in jobs]
+        attempts = attempts_for_jobs(job_ids=ids)
+        parents = dependencies_for_jobs(job_ids=ids)
         tracebacks = sees_tracebacks(request.user)
         return Response(
             {
-                "jobs": [job_to_dict(job, attempts[job.id], tracebacks=tracebacks) for job in jobs],
+                "jobs": [
+                    job_to_dict(
+                        job, attempts[job.id], tracebacks=tracebacks, depends_on=parents[job.id]
+                    )
+                    for job in jobs
+                ],
                 "page": page,
                 "size": size,
                 "totalElements": total,

@@ -24,7 +24,7 @@ DETAIL_FIELDS = {
     "nextRunAt", "lastError", "traceId", "createdAt", "updatedAt", "startedAt", "finishedAt",
     "progress", "attempts",
     # Added with pauses and per-key limits (README "Not yet in ARCHITECTURE").
-    "queueName", "concurrencyKey",
+    "queueName", "concurrencyKey", "workflowId", "dependsOn",
 }  # fmt: skip
 ATTEMPT_FIELDS = {
     "eventId", "attempt", "workerId", "startedAt", "finishedAt", "outcome", "errorMessage",
