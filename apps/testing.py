@@ -30,6 +30,7 @@ from jobweaver.engine import claim
 from jobweaver.executor import task_runner
 from jobweaver.executor.runner import attempt_execute
 from jobweaver.scheduler.models import ExecutionStatus, JobExecution
+from jobweaver.workflows import canvas
 
 # A run of `run_jobs` stops after this many attempts: a job snoozing for ever, say.
 MAX_ATTEMPTS = 1000
@@ -60,7 +61,10 @@ def run_jobs(job_ids=None, *, max_attempts: int = MAX_ATTEMPTS) -> int:
 
 
 def _queues(job_ids) -> set[str]:
-    pending = JobExecution.objects.filter(status=ExecutionStatus.PENDING)
+    # A workflow's WAITING jobs become PENDING as their dependencies complete, here too.
+    pending = JobExecution.objects.filter(
+        status__in=(ExecutionStatus.PENDING, ExecutionStatus.WAITING)
+    )
     if job_ids is not None:
         pending = pending.filter(job_id__in=job_ids)
     return set(pending.values_list("queue_name", flat=True).distinct())
@@ -84,7 +88,8 @@ def at_commit(function) -> None:
 @pytest.fixture
 def jobweaver_eager(monkeypatch):
     """Every job enqueued through the Tasks API in this test runs inline as its enqueueing
-    transaction commits (`run_jobs`), retries and snoozes included; a task's function runs in
+    transaction commits (`run_jobs`), retries and snoozes included, and so does every
+    workflow enqueued from Python (`parent_results` flowing); a task's function runs in
     the test's own thread, so it sees the test's rows. Returns `run_jobs`."""
     from jobweaver.tasks.backend import JobWeaverBackend
 
@@ -96,5 +101,7 @@ def jobweaver_eager(monkeypatch):
         return result
 
     monkeypatch.setattr(JobWeaverBackend, "enqueue", eager_enqueue)
+    # A workflow enqueued from Python runs whole: its jobs as their dependencies complete.
+    monkeypatch.setattr(canvas, "after_enqueue", lambda ids: at_commit(lambda: run_jobs(ids)))
     monkeypatch.setattr(task_runner, "RUN_IN_CALLERS_THREAD", True)
     return run_jobs

@@ -39,6 +39,7 @@ from jobweaver.executor.task_runner import (
     recorded_exception,
     registered_task,
     task_result_of,
+    with_parent_results,
 )
 from jobweaver.jobs.kinds import TASK
 from jobweaver.jobs.models import steps_of
@@ -62,6 +63,9 @@ class Work:
     attempt: int
     trace_id: str
     instruction: dict
+    # A workflow's job (§16): how it takes its dependencies' results, and those by ref.
+    parent_results_as: str = ""
+    parent_results: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -184,12 +188,15 @@ def _run_steps(work: Work, send, stop) -> Finished:
 
 def _run_task(work: Work, send, stop) -> Finished:
     registered = registered_task(work.instruction["task"])
-    args, kwargs = work.instruction["args"], work.instruction["kwargs"]
+    parents = work.parent_results or {}
+    args = with_parent_results(work.instruction["args"], work.parent_results_as, parents)
+    kwargs = work.instruction["kwargs"]
     if registered.takes_context:
         context = JobWeaverTaskContext(
             task_result=task_result_of(jobweaver_backend(), work.job_id),
             stop_requested=stop,
             progress_sink=lambda done, total: send(Progress(done, total)),
+            parent_results=parents,
         )
         args = [context, *args]
     try:

@@ -32,6 +32,7 @@ from jobweaver.executor.task_runner import (
     announce_started,
     run_task,
     timeout_failure,
+    workflow_inputs,
 )
 from jobweaver.jobs.kinds import SIMULATION, TASK
 from jobweaver.jobs.models import steps_of
@@ -128,8 +129,17 @@ class PooledRunner:
         )
         asked: Exception | None = None  # why the child was asked to stop
         kill_at = float("inf")
+        mode, parents = ("", {})
+        if claimed.kind == TASK.name:
+            mode, parents = workflow_inputs(claimed.job_id, claimed.workflow_id)
         work = Work(
-            claimed.kind, claimed.job_id, claimed.attempt, claimed.trace_id, claimed.instruction
+            claimed.kind,
+            claimed.job_id,
+            claimed.attempt,
+            claimed.trace_id,
+            claimed.instruction,
+            parent_results_as=mode,
+            parent_results=parents,
         )
         child.begin(work)
         while True:

@@ -36,6 +36,7 @@ import threading
 import traceback as tb
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from inspect import iscoroutinefunction
 from typing import Any
 
@@ -51,7 +52,7 @@ from jobweaver.jobs.python_tasks.exceptions import NonRetryableError, Snooze, Ta
 from jobweaver.jobs.python_tasks.payload import json_only
 from jobweaver.jobs.python_tasks.registry import registry_get
 from jobweaver.jobs.python_tasks.results import TaskResultsBackend, jobweaver_backend
-from jobweaver.jobs.selectors import attempts_for_jobs, job_get
+from jobweaver.jobs.selectors import attempts_for_jobs, job_get, parent_results
 
 logger = logging.getLogger(__name__)
 
@@ -213,6 +214,21 @@ def timeout_failure(message: str) -> TaskRaised:
     )
 
 
+def workflow_inputs(job_id: uuid.UUID, workflow_id: uuid.UUID | None) -> tuple[str, dict]:
+    """How a job takes its dependencies' results, and those results by ref (§16)."""
+    return ("", {}) if workflow_id is None else parent_results(job_id=job_id)
+
+
+def with_parent_results(args: list, mode: str, parents: dict) -> list:
+    """Celery's canvas rules: a chain's `.s()` gets its parent's value first, a chord's
+    callback the list of its group's values; `.si()` and API jobs get nothing."""
+    if mode == "first":
+        return [next(iter(parents.values()), None), *args]
+    if mode == "list":
+        return [list(parents.values()), *args]
+    return list(args)
+
+
 def registered_task(path: str) -> Task:
     """The task registered at `path`; TaskRaised (not retryable) when this worker has none."""
     registered = registry_get(path)
@@ -243,8 +259,11 @@ def run_task(
             stop_requested=threading.Event(),
             progress_sink=lambda done, total: call_progress.append((done, total)),
         )
-    args, kwargs = claimed.instruction["args"], claimed.instruction["kwargs"]
-    call = _TaskCall(registered, args, kwargs, context)
+    mode, parents = workflow_inputs(claimed.job_id, claimed.workflow_id)
+    if context is not None and parents:
+        context = replace(context, parent_results=parents)
+    args = with_parent_results(claimed.instruction["args"], mode, parents)
+    call = _TaskCall(registered, args, claimed.instruction["kwargs"], context)
     _announce(task_started, backend, task_result)
     call.start(name=f"task-{str(claimed.job_id)[:8]}")
     reported: tuple[int, int] | None = None

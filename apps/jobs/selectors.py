@@ -16,7 +16,7 @@ from jobweaver.jobs.models import DeadLetterDiscard, Job
 from jobweaver.jobs.representation import attempt_to_dict, job_to_dict
 from jobweaver.outbox.models import OutboxEvent
 from jobweaver.scheduler.models import ExecutionStatus, JobExecution, status_literal
-from jobweaver.workflows.models import Dependency
+from jobweaver.workflows.models import Dependency, Node
 
 
 def parse_job_id(raw: str | uuid.UUID) -> uuid.UUID:
@@ -46,6 +46,27 @@ def dependencies_for_jobs(*, job_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[u
     for job_id, parent in edges.values_list("job_id", "depends_on_id"):
         grouped[job_id].append(parent)
     return grouped
+
+
+def parent_results(*, job_id: uuid.UUID) -> tuple[str, dict]:
+    """What a workflow's job gets of its dependencies (§16): how it takes them (its node's
+    `parent_results_as`) and their return values by ref, in its dependsOn order (None for a
+    dependency with no result, e.g. a SIMULATION job or one that did not complete)."""
+    node = Node.objects.filter(job_id=job_id).values_list("parent_results_as", flat=True).first()
+    if node is None:
+        return "", {}
+    parents = list(
+        Dependency.objects.filter(job_id=job_id)
+        .order_by("id")
+        .values_list("depends_on_id", flat=True)
+    )
+    refs = dict(Node.objects.filter(job_id__in=parents).values_list("job_id", "ref"))
+    results = dict(
+        ExecutionAttempt.objects.filter(
+            job_id__in=parents, outcome=AttemptOutcome.SUCCESS
+        ).values_list("job_id", "result")
+    )
+    return node, {refs[parent]: results.get(parent) for parent in parents}
 
 
 def attempts_finished_since(*, job_ids, since: datetime) -> dict[str, int]:

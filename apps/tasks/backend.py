@@ -45,6 +45,7 @@ from jobweaver.jobs.python_tasks.results import TaskResultsBackend
 from jobweaver.jobs.selectors import attempts_for_jobs, job_get
 from jobweaver.jobs.services import MAX_IDEMPOTENCY_KEY_CHARS, job_submit
 from jobweaver.jobs.validation import JobSpec
+from jobweaver.workflows.canvas import Signature
 
 
 @dataclass(frozen=True, slots=PY311, kw_only=True)
@@ -71,6 +72,15 @@ class JobWeaverTask(Task):
     unique_key: str | None = None
     """A key formatted with the call's kwargs: while a job with it is active, enqueueing
     another returns that job."""
+
+    def s(self, *args, **kwargs) -> Signature:
+        """A signature for a workflow (§16): in a chain it gets its parent's return value as
+        its first argument, after a group the group's values as a list (Celery's rules)."""
+        return Signature(self, args, kwargs)
+
+    def si(self, *args, **kwargs) -> Signature:
+        """An immutable signature: it gets no parent's value."""
+        return Signature(self, args, kwargs, immutable=True)
 
     def with_options(self, **options) -> JobWeaverTask:
         """A copy with these options set (None leaves one as it is): JobWeaver's own, and
@@ -155,6 +165,18 @@ class JobWeaverBackend(TaskResultsBackend):
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
         """Write the TASK job in the caller's transaction; it is dispatched after commit, and
         `task_enqueued` is sent then (a rolled-back enqueue announces nothing)."""
+        spec = self.job_spec(task, args, kwargs)
+        submitted = job_submit(spec=spec, idempotency_key=getattr(task, "idempotency_key", None))
+        if submitted.created:
+            result = self._result(submitted.job, [], task=task)
+        else:  # an idempotent replay: the first job, as it is now
+            result = self.get_result(str(submitted.job.id))
+        transaction.on_commit(lambda: task_enqueued.send(type(self), task_result=result))
+        return result
+
+    def job_spec(self, task: Task, args: Any, kwargs: Any) -> JobSpec:
+        """The validated TASK job of a call (InvalidTaskError otherwise): what `enqueue`
+        submits, and what a workflow (apps/workflows/canvas.py) puts in its graph."""
         self.validate_task(task)
         path = task.module_path
         if registry_get(path) is None:
@@ -169,7 +191,7 @@ class JobWeaverBackend(TaskResultsBackend):
             keys = call_keys(task, kwargs)
         except InvalidRequest as exc:
             raise InvalidTaskError(exc.message) from None
-        spec = JobSpec(
+        return JobSpec(
             job_type=TASK.name,
             steps=[],
             task=payload,
@@ -187,13 +209,6 @@ class JobWeaverBackend(TaskResultsBackend):
             retry_jitter=getattr(task, "retry_jitter", None),
             **keys,
         )
-        submitted = job_submit(spec=spec, idempotency_key=getattr(task, "idempotency_key", None))
-        if submitted.created:
-            result = self._result(submitted.job, [], task=task)
-        else:  # an idempotent replay: the first job, as it is now
-            result = self.get_result(str(submitted.job.id))
-        transaction.on_commit(lambda: task_enqueued.send(type(self), task_result=result))
-        return result
 
     def get_result(self, result_id: str) -> TaskResult:
         """The TaskResult of TASK job `result_id` (its job id), read from our tables."""

@@ -68,6 +68,10 @@ class Node(models.Model):
     ref = models.CharField(max_length=64)
     position = models.PositiveIntegerField(default=0)  # its place in the submitted list
     ignore_failed_dependencies = models.BooleanField(default=False)
+    # A TASK job built by the Python canvas (apps/workflows/canvas.py, Celery's rules) gets
+    # its dependencies' return values as its first argument: "first" (a chain: its one
+    # parent's value), "list" (a chord's callback: its group's values in order), "" (none).
+    parent_results_as = models.CharField(max_length=8, blank=True, default="")
     # Dependencies not settled yet: not COMPLETED (or, with ignore_failed_dependencies, not
     # finished at all). The job leaves WAITING when it reaches zero.
     waiting_on = models.PositiveIntegerField(default=0)

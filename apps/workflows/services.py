@@ -48,6 +48,7 @@ def workflow_submit(*, spec: WorkflowSpec, submitted_by=None, trace_id: str | No
             workflow=workflow,
             ref=item.ref,
             position=position,
+            parent_results_as=item.parent_results_as,
             ignore_failed_dependencies=item.ignore_failed_dependencies,
             waiting_on=len(item.depends_on),
         )

@@ -31,6 +31,7 @@ class WorkflowItem:
     spec: JobSpec
     depends_on: tuple[str, ...] = ()
     ignore_failed_dependencies: bool = False
+    parent_results_as: str = ""  # the Python canvas's "first" or "list" (models.Node)
 
 
 @dataclass(frozen=True)

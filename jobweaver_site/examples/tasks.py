@@ -131,6 +131,18 @@ def crash() -> None:
     raise RuntimeError("crash: not in a process-pool child, so only this attempt fails")
 
 
+@task(takes_context=True)
+def sum_parents(context: JobWeaverTaskContext) -> float:
+    """In a workflow: the sum of the return values of the jobs it depends on (§16)."""
+    return sum(value for value in context.parent_results.values() if value is not None)
+
+
+@task
+def sum_list(values: list[float]) -> float:
+    """The sum of a list: a chord's callback gets its group's values as one."""
+    return sum(values)
+
+
 @periodic(cron="0 3 * * *", timezone="UTC")
 @task
 def nightly_digest() -> str:

@@ -26,6 +26,9 @@ class JobWeaverTaskContext(TaskContext):
 
     stop_requested: threading.Event = field(repr=False, compare=False)
     progress_sink: Callable[[int, int], None] = field(repr=False, compare=False)
+    parent_results: dict = field(default_factory=dict, repr=False, compare=False)
+    """In a workflow (§16): the return values of the jobs it depends on, by ref (None for a
+    SIMULATION job), in its dependsOn order."""
 
     def is_cancelled(self) -> bool:
         """True once this attempt should stop: return (or raise) soon; whatever it returns

@@ -41,6 +41,7 @@ class Migration(migrations.Migration):
                 ('ref', models.CharField(max_length=64)),
                 ('position', models.PositiveIntegerField(default=0)),
                 ('ignore_failed_dependencies', models.BooleanField(default=False)),
+                ('parent_results_as', models.CharField(blank=True, default='', max_length=8)),
                 ('waiting_on', models.PositiveIntegerField(default=0)),
                 ('cancelled_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='jobweaver_jobs.job')),
                 ('workflow', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='nodes', to='jobweaver_workflows.workflow')),

@@ -29,6 +29,8 @@ EXAMPLES = [
         "sleep",
         "snoozer",
         "spin",
+        "sum_list",
+        "sum_parents",
     )
 ]
 
