@@ -7,10 +7,12 @@ import time
 import uuid
 from datetime import timedelta
 
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from jobweaver.accounts.tests.helpers import SUBMITTER, make_user, token_for
+from jobweaver.core.kafka import common_config, topic_name
 from jobweaver.executor.models import ExecutionAttempt
 from jobweaver.scheduler.dispatch import dispatch_due_jobs
 from jobweaver.scheduler.models import JobExecution
@@ -74,6 +76,32 @@ def assert_invariants(job_ids) -> None:
 
     violations = check_invariants(job_ids=list(job_ids))
     assert not violations, "\n".join(str(violation) for violation in violations)
+
+
+def read_event(topic: str, key: str, *, timeout: float = 60) -> dict:
+    """The first event with `key` on domain-event topic `topic` (its base name), as published
+    on Kafka, read from the topic's beginning."""
+    name = topic_name(topic)
+    consumer = Consumer(
+        {**common_config(), "group.id": f"test-{uuid.uuid4().hex}", "enable.auto.commit": False}
+    )
+    try:
+        partitions = consumer.list_topics(name, timeout=10).topics[name].partitions
+        consumer.assign([TopicPartition(name, p, OFFSET_BEGINNING) for p in partitions])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            if message.error():
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise KafkaException(message.error())
+            if message.key() == key.encode():
+                return json.loads(message.value())
+        raise AssertionError(f"no event with key {key} on {name} in {timeout} s")
+    finally:
+        consumer.close()
 
 
 def live_executors(stack, count: int) -> list:

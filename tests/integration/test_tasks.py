@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 import uuid
 from datetime import timedelta
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from jobweaver.core.kafka import JOB_DEAD_LETTER, common_config, topic_name
+from jobweaver.core.kafka import JOB_DEAD_LETTER
 from jobweaver.executor.models import ExecutionAttempt
 from jobweaver.jobs.models import Job
 from jobweaver.jobs.python_tasks.compat import TaskResultStatus, task_enqueued
@@ -34,6 +32,7 @@ from jobweaver_site.examples.tasks import (
 from tests.integration.helpers import (
     assert_invariants,
     attempts_of,
+    read_event,
     wait_for_status,
     worker_pid,
 )
@@ -54,31 +53,7 @@ def admin_client() -> APIClient:
 
 def read_dead_letter(job_id: str, timeout: float = 60) -> dict:
     """The DeadLetterEvent of `job_id` as published on Kafka (from the topic's beginning)."""
-    name = topic_name(JOB_DEAD_LETTER)
-    consumer = Consumer(
-        {
-            **common_config(),
-            "group.id": f"test-tasks-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-        }
-    )
-    try:
-        partitions = consumer.list_topics(name, timeout=10).topics[name].partitions
-        consumer.assign([TopicPartition(name, p, OFFSET_BEGINNING) for p in partitions])
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is None:
-                continue
-            if message.error():
-                if message.error().code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise KafkaException(message.error())
-            if message.key() == job_id.encode():
-                return json.loads(message.value())
-        raise AssertionError(f"no DeadLetterEvent for job {job_id} on {name} in {timeout} s")
-    finally:
-        consumer.close()
+    return read_event(JOB_DEAD_LETTER, job_id, timeout=timeout)
 
 
 def test_add_enqueued_from_django_code_completes_with_its_return_value(stack, live_db):
