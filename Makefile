@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.requirements-installed
 
-.PHONY: run test test-unit fuzz lint format docs bench bench-soak bench-latency bench-backlog bench-queues bench-transport bench-hot-paths clean-data
+.PHONY: run test test-unit fuzz lint format docs bench bench-soak bench-latency bench-backlog bench-queues bench-workflows bench-transport bench-hot-paths clean-data
 
 run: $(STAMP)
 	infra/run.sh
@@ -48,6 +48,11 @@ bench-backlog: $(STAMP)
 # Queues at full size: unserved work, a cap, a flood, weights, a rebalance (bench/queues.py --help).
 bench-queues: $(STAMP)
 	infra/with-stack.sh $(VENV)/bin/python bench/queues.py $(ARGS)
+
+# Workflows at full size: a 1,000-job workflow's acceptance, and fan-ins against the same
+# jobs without edges (bench/workflows.py --help).
+bench-workflows: $(STAMP)
+	infra/with-stack.sh $(VENV)/bin/python bench/workflows.py $(ARGS)
 
 # End-to-end throughput against stock Celery on Kafka and procrastinate, same N, same run
 # (bench/throughput.py --help), e.g. make bench ARGS="--jobs 5000 --executors 1 --threads 4".

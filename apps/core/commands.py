@@ -5,8 +5,8 @@ Exit codes (ARCHITECTURE §9):
   1  the job failed or its state does not allow the action (InvalidStateTransition, Forbidden,
      QuotaExceeded, a job that
      ended FAILED or CANCELLED under --wait, a wait that timed out, violations found);
-  2  bad input (InvalidRequest, PayloadTooLarge, JobNotFound, IdempotencyConflict, argparse
-     usage errors): nothing was changed.
+  2  bad input (InvalidRequest, PayloadTooLarge, JobNotFound, WorkflowNotFound,
+     IdempotencyConflict, argparse usage errors): nothing was changed.
 
 A command that waited out JOBWEAVER_DB_LOCK_TIMEOUT_SECONDS for a database lock held by
 concurrent work (the API answers the same with a retryable 429) changed nothing either: its
@@ -37,6 +37,7 @@ from jobweaver.core.errors import (
     JobWeaverError,
     PayloadTooLarge,
     QuotaExceeded,
+    WorkflowNotFound,
 )
 
 EXIT_FAILED = 1
@@ -50,6 +51,7 @@ EXIT_CODES: tuple[tuple[type[JobWeaverError], int], ...] = (
     (InvalidRequest, EXIT_BAD_INPUT),
     (PayloadTooLarge, EXIT_BAD_INPUT),
     (JobNotFound, EXIT_BAD_INPUT),
+    (WorkflowNotFound, EXIT_BAD_INPUT),
     (IdempotencyConflict, EXIT_BAD_INPUT),
 )
 

@@ -44,6 +44,7 @@ from jobweaver.scheduler.selectors import (
     queues_without_executor,
 )
 from jobweaver.scheduler.services import queue_resume
+from jobweaver.workflows.selectors import workflow_counts
 
 VIEW_JOB = "jobweaver_jobs.view_job"
 OPERATE = (
@@ -126,6 +127,7 @@ def dashboard_context() -> dict:
         "limits": concurrency_limit_list(),
         "queues_without_executor": queues_without_executor(),
         "queues": queue_list(),
+        "workflows": workflow_counts(),
         "refresh_seconds": REFRESH_SECONDS,
     }
 
@@ -150,6 +152,7 @@ def _figures(context: dict) -> dict:
         ],
         "queuesWithoutExecutor": context["queues_without_executor"],
         "queues": context["queues"],
+        "workflows": context["workflows"],
         "kafka": {
             "ok": kafka.ok,
             "error": kafka.error or None,

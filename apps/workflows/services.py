@@ -8,12 +8,13 @@ import time
 import uuid
 
 from django.db import OperationalError, transaction
+from psycopg import errors as pg_errors
 
 from jobweaver.core.db import lock_timed_out
 from jobweaver.core.errors import InvalidStateTransition, WorkflowNotFound
 from jobweaver.core.logcontext import log_context
 from jobweaver.engine import workflows as engine_workflows
-from jobweaver.jobs.services import jobs_create_waiting
+from jobweaver.jobs.services import job_retry, jobs_create_waiting
 from jobweaver.workflows.models import Dependency, Node, Workflow, WorkflowStatus
 from jobweaver.workflows.validation import WorkflowSpec
 
@@ -76,7 +77,10 @@ def workflow_cancel(*, workflow_id: uuid.UUID) -> Workflow:
         try:
             return _cancel(workflow_id)
         except OperationalError as exc:
-            if not lock_timed_out(exc) or time.monotonic() > deadline:
+            # A row a worker holds (NOWAIT), or a deadlock PostgreSQL broke by rolling this
+            # transaction back: nothing was changed, try again.
+            busy = lock_timed_out(exc) or isinstance(exc.__cause__, pg_errors.DeadlockDetected)
+            if not busy or time.monotonic() > deadline:
                 raise
             time.sleep(CANCEL_RETRY_SECONDS)
 
@@ -94,3 +98,20 @@ def _cancel(workflow_id: uuid.UUID) -> Workflow:
     logger.info("workflow %s cancelled (%d jobs at once)", workflow_id, len(cancelled))
     workflow.refresh_from_db()
     return workflow
+
+
+def workflow_retry_failed(*, workflow_id: uuid.UUID) -> list[uuid.UUID]:
+    """An operator's retry of every FAILED job of the workflow (each as `job_retry`): the jobs
+    their failures cancelled wait again and the workflow runs again. Returns the jobs retried."""
+    failed = list(
+        Node.objects.filter(workflow_id=workflow_id, job__execution__status="FAILED")
+        .order_by("position")
+        .values_list("job_id", flat=True)
+    )
+    if not Workflow.objects.filter(id=workflow_id).exists():
+        raise WorkflowNotFound(f"Workflow {workflow_id} not found")
+    if not failed:
+        raise InvalidStateTransition(f"Workflow {workflow_id} has no FAILED job to retry")
+    for job_id in failed:
+        job_retry(job_id=job_id)
+    return failed

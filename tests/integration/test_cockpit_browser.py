@@ -25,6 +25,9 @@ from django.utils import timezone
 from jobweaver.jobs.services import job_submit
 from jobweaver.jobs.validation import parse_job_request
 from jobweaver.scheduler.models import JobExecution
+from jobweaver.workflows.models import Workflow
+from jobweaver.workflows.services import workflow_submit
+from jobweaver.workflows.validation import parse_workflow_request
 from tests.stack import skip_or_fail_without, wait_for
 
 webdriver = pytest.importorskip("selenium.webdriver")
@@ -232,3 +235,53 @@ def test_dashboard_counts_change_without_a_reload(live_db, browser, web, operato
     assert browser.execute_script("return window.jwNoReload === true;")
     assert "<svg" in browser.page_source and "Kafka topics" in browser.page_source
     screenshot(browser, "dashboard")
+
+
+def test_a_workflow_page_draws_fifty_jobs_by_status_with_links(browser, web, operator, stack):
+    """A 50-job workflow with a failure: its page shows every job as a node coloured by its
+    status, and a node leads to its job's page."""
+    log = {"jobType": "SIMULATION", "payload": {"steps": [{"action": "LOG", "message": "x"}]}}
+    fail = {
+        "jobType": "SIMULATION",
+        "maxRetryCount": 0,
+        "payload": {"steps": [{"action": "FAIL", "message": "no", "retryable": False}]},
+    }
+    jobs = [{"ref": "extract", "job": log}]
+    jobs += [{"ref": f"part-{n:02}", "dependsOn": ["extract"], "job": log} for n in range(40)]
+    jobs += [{"ref": "broken", "dependsOn": ["extract"], "job": fail}]
+    jobs += [
+        {"ref": f"merge-{n}", "dependsOn": [f"part-{m:02}" for m in range(n, 40, 4)], "job": log}
+        for n in range(4)
+    ]
+    jobs += [{"ref": "after-broken", "dependsOn": ["broken"], "job": log}]
+    jobs += [
+        {"ref": "report", "dependsOn": [f"merge-{n}" for n in range(4)], "job": log},
+        {"ref": "publish", "dependsOn": ["report", "after-broken"], "job": log},
+        {"ref": "notify", "dependsOn": ["report"], "job": log},
+    ]
+    assert len(jobs) == 50
+    workflow = workflow_submit(spec=parse_workflow_request({"name": "fifty", "jobs": jobs}))
+    wait_for(
+        lambda: Workflow.objects.get(id=workflow.id).status == "FAILED",
+        timeout=WAIT_SECONDS,
+        message="the workflow to finish",
+    )
+    log_in(browser, web, operator)
+
+    browser.get(f"{web}/admin/jobweaver_workflows/workflow/{workflow.id}/change/")
+
+    nodes = browser.find_elements(By.CSS_SELECTOR, "svg.jw-workflow-graph g.jw-node")
+    statuses = {node.get_attribute("data-status") for node in nodes}
+    assert len(nodes) == 50
+    assert statuses == {"COMPLETED", "FAILED", "CANCELLED"}
+    browser.execute_script("document.querySelector('svg.jw-workflow-graph').scrollIntoView()")
+    screenshot(browser, "workflow-page")
+    link = browser.find_element(By.CSS_SELECTOR, "svg.jw-workflow-graph a")
+    browser.execute_script(
+        "arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", link
+    )
+    wait_for(
+        lambda: "/admin/jobweaver_jobs/job/" in browser.current_url,
+        timeout=WAIT_SECONDS,
+        message="a node to lead to its job",
+    )
