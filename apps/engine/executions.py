@@ -31,8 +31,6 @@ import uuid
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from django.db import transaction
-
 from jobweaver.conf import settings
 from jobweaver.core import metrics
 from jobweaver.core.db import assert_in_transaction, seconds
@@ -50,7 +48,6 @@ from jobweaver.scheduler.models import ExecutionStatus, JobExecution
 logger = logging.getLogger(__name__)
 
 WORKER, RESCUER, OPERATOR = Actor.WORKER, Actor.RESCUER, Actor.OPERATOR
-S = ExecutionStatus
 
 
 # --- submission ---------------------------------------------------------------------------------
@@ -171,14 +168,26 @@ def execution_complete(
 ) -> bool:
     """RUNNING → COMPLETED for the holder of `event_id`, its attempt closed SUCCESS with
     `report`, and its JobCompleted event, in one statement; False when the token is stale.
-    A job of workflow `workflow_id` releases its dependents in the same transaction (§16)."""
+    A job of workflow `workflow_id` releases its dependents and counts itself on its workflow
+    in the same statement (§16): the hot path stays one round trip."""
     if workflow_id is None:
         return _complete(job_id, event_id, report)
-    with transaction.atomic():
-        completed = _complete(job_id, event_id, report)
-        if completed:
-            workflows.jobs_settled(workflow_id, {job_id: S.COMPLETED}, actor=WORKER)
-    return completed
+    settled = move_fenced(
+        "complete",
+        actor=WORKER,
+        statement=lambda transition: execution_rows.execution_complete_in_workflow(
+            transition,
+            job_id=job_id,
+            event_id=event_id,
+            attempt_fields=report.fields(outcome=AttemptOutcome.SUCCESS, error=""),
+        ),
+    )
+    if settled is None:
+        return False
+    ledger.count_attempt(AttemptOutcome.SUCCESS)
+    released, finished = settled
+    workflows.count_settled(released=released, finished=finished)
+    return True
 
 
 def _complete(job_id: uuid.UUID, event_id: uuid.UUID, report: AttemptReport) -> bool:

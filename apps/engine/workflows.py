@@ -21,6 +21,7 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 
+from jobweaver.core import metrics
 from jobweaver.core.db import assert_in_transaction
 from jobweaver.engine.mover import move_set, move_workflow
 from jobweaver.engine.store import executions as execution_rows
@@ -30,6 +31,17 @@ from jobweaver.scheduler.models import ExecutionStatus
 from jobweaver.workflows.models import WorkflowStatus
 
 S = ExecutionStatus
+
+
+def count_settled(*, released: int, finished: str | None) -> None:
+    """The bookkeeping of a completion that settled its workflow in its own statement
+    (executions.execution_complete): the unblock transitions, the workflow's finish."""
+    if released:
+        counter = metrics.TRANSITIONS.labels("unblock")
+        metrics.count_on_commit(lambda: counter.inc(released))
+    if finished is not None:
+        finish = metrics.WORKFLOW_TRANSITIONS.labels(f"finish:{finished}")
+        metrics.count_on_commit(lambda: finish.inc())
 
 
 def workflow_of(job_id: uuid.UUID) -> uuid.UUID | None:

@@ -24,12 +24,13 @@ from django.db import connection
 from django.utils import timezone
 
 from jobweaver.core.db import DatabaseNow, update_rows
-from jobweaver.engine.events import JOB_COMPLETED
+from jobweaver.engine.events import JOB_COMPLETED, WORKFLOW_FINISHED
 from jobweaver.engine.store import attempts, named
 from jobweaver.engine.store import events as event_rows
-from jobweaver.engine.transitions import TRANSITIONS, Transition
+from jobweaver.engine.store import workflows as workflow_rows
+from jobweaver.engine.transitions import TRANSITIONS, WORKFLOW_TRANSITIONS, Transition
 from jobweaver.scheduler.models import ExecutionStatus, JobExecution, status_literal
-from jobweaver.workflows.models import Node
+from jobweaver.workflows.models import Node, WorkflowStatus
 
 DISPATCH_CHANNEL = "jobweaver_dispatch"
 _CHANNEL = re.compile(r"[a-z_][a-z0-9_]*")
@@ -401,6 +402,116 @@ def execution_complete(
     )
 
 
+@named(
+    "UPDATE RUNNING → COMPLETED for the token's holder with its attempt and events, and settle "
+    "its workflow: its dependents' counts, the ones released, the workflow's count and finish"
+)
+def execution_complete_in_workflow(
+    transition: Transition, *, job_id: uuid.UUID, event_id: uuid.UUID, attempt_fields: dict
+) -> tuple[int, str | None] | None:
+    """`execution_complete` for a job of a workflow (§16), still one statement: (how many of
+    its dependents it released, the workflow's status if this completion finished it); None
+    when the fence refused it. Each count is an UPDATE of its row, which waits for the row's
+    lock and then applies to the committed value, so exactly one completion releases a job
+    and exactly one finishes the workflow."""
+    jobs = connection.ops.quote_name(_job_model()._meta.db_table)
+    steps = [
+        (
+            event_rows.insert_select_sql(
+                "moved.job_id::text",
+                event_rows.payload_sql(event, _COMPLETED_SOURCES[event]),
+                "j.trace_id",
+                f"FROM moved JOIN {jobs} j ON j.id = moved.job_id",
+            ),
+            [event.topic],
+        )
+        for event in transition.events
+    ]
+    steps.append(attempts.close_step(event_id=event_id, fields=attempt_fields))
+    settle, reading = _workflow_settle_steps(len(steps))
+    row = _fenced(
+        transition,
+        job_id=job_id,
+        event_id=event_id,
+        assignments="finished_at = clock.now, lease_expires_at = NULL, last_error = ''",
+        params=[],
+        steps=(*steps, *settle),
+        reading=reading,
+    )
+    return None if row is None else (row[0], row[1])
+
+
+def _workflow_settle_steps(base: int) -> tuple[list[tuple[str, list]], str]:
+    """The steps after `base` others that settle a completed job's workflow, and the reading
+    (released count, finished status) over them."""
+    t = workflow_rows.tables()
+    unblock, finish = TRANSITIONS["unblock"], WORKFLOW_TRANSITIONS["finish"]
+    deps, counted, released, workflow = (f"step{base + n}" for n in range(4))
+    running = ", ".join(f"'{status}'" for status in sorted(finish.sources))
+    just_finished = f"w.unfinished = 1 AND w.status IN ({running})"
+    ends = {
+        "cancelled": WorkflowStatus.CANCELLED,
+        "failed": WorkflowStatus.FAILED,
+        "completed": WorkflowStatus.COMPLETED,
+    }
+    assert set(ends.values()) == finish.targets
+    finished_status = (
+        f"CASE WHEN w.cancelled THEN '{ends['cancelled']}' WHEN w.failed > 0 "
+        f"THEN '{ends['failed']}' ELSE '{ends['completed']}' END"
+    )
+    steps = [
+        (
+            f"SELECT d.job_id, count(*) AS n FROM {t['dependency']} d "
+            "JOIN moved ON d.depends_on_id = moved.job_id GROUP BY d.job_id",
+            [],
+        ),
+        (
+            f"UPDATE {t['node']} AS n SET waiting_on = GREATEST(n.waiting_on - s.n, 0) "
+            f"FROM {deps} s WHERE n.job_id = s.job_id RETURNING n.job_id, n.waiting_on",
+            [],
+        ),
+        (
+            f"UPDATE {t['execution']} AS e SET {_moving(unblock, 'clock.now')}, set_aside = false "
+            f"FROM {counted} c, clock WHERE e.job_id = c.job_id AND c.waiting_on = 0 "
+            f"AND e.status IN ({_statuses(unblock.sources)}) RETURNING e.job_id",
+            [],
+        ),
+        (
+            f"UPDATE {t['workflow']} AS w SET unfinished = w.unfinished - 1, "
+            f"status = CASE WHEN {just_finished} THEN {finished_status} ELSE w.status END, "
+            f"finished_at = CASE WHEN {just_finished} THEN clock.now ELSE w.finished_at END, "
+            "version = w.version + 1, updated_at = clock.now FROM clock "
+            f"WHERE w.id = (SELECT n.workflow_id FROM {t['node']} n "
+            "JOIN moved ON n.job_id = moved.job_id) "
+            "RETURNING w.id, w.status, w.name, w.trace_id, w.finished_at, "
+            "(w.unfinished = 0 AND w.finished_at = clock.now) AS finished_now",
+            [],
+        ),
+        (
+            event_rows.insert_select_sql(
+                "w.id::text",
+                event_rows.payload_sql(
+                    WORKFLOW_FINISHED,
+                    {
+                        "workflow_id": "w.id",
+                        "name": "w.name",
+                        "status": "w.status",
+                        "finished_at": "w.finished_at",
+                    },
+                ),
+                "w.trace_id",
+                f"FROM {workflow} w WHERE w.finished_now",
+            ),
+            [WORKFLOW_FINISHED.topic],
+        ),
+    ]
+    reading = (
+        f"(SELECT count(*) FROM {released}), "
+        f"(SELECT w.status FROM {workflow} w WHERE w.finished_now)"
+    )
+    return steps, reading
+
+
 @named("UPDATE DISPATCHED → PENDING a delivery of a queue its executor does not serve, fenced")
 def execution_hand_back(
     transition: Transition, *, job_id: uuid.UUID, event_id: uuid.UUID, serves: list[str]
@@ -493,10 +604,12 @@ def executions_recall(
 # --- a workflow's waiting jobs (§16) --------------------------------------------------------------
 
 
-@named("UPDATE WAITING executions whose dependencies are done to PENDING, due now")
+@named("UPDATE WAITING executions whose dependencies are done to PENDING, in their place")
 def executions_unblock(transition: Transition, *, job_ids: list[uuid.UUID]) -> list[uuid.UUID]:
+    # next_run_at stays what the submission made it (its runAt, or its submit time): a released
+    # job takes its place in line by when it was submitted, not behind newer work.
     return _move_set_returning(
-        transition, "next_run_at = clock_timestamp()", "e.job_id = ANY(%s)", [list(job_ids)]
+        transition, "set_aside = false", "e.job_id = ANY(%s)", [list(job_ids)]
     )
 
 

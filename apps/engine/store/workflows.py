@@ -20,7 +20,8 @@ from jobweaver.workflows.models import Dependency, Node, Workflow
 
 
 @cache
-def _tables() -> dict[str, str]:
+def tables() -> dict[str, str]:
+    """The quoted table names of the workflow's rows and of executions."""
     qn = connection.ops.quote_name
     return {
         "node": qn(Node._meta.db_table),
@@ -33,7 +34,7 @@ def _tables() -> dict[str, str]:
 @named("SELECT the workflow a job belongs to (its node), if any")
 def workflow_of(job_id: uuid.UUID) -> uuid.UUID | None:
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT workflow_id FROM {_tables()['node']} WHERE job_id = %s", [job_id])
+        cursor.execute(f"SELECT workflow_id FROM {tables()['node']} WHERE job_id = %s", [job_id])
         row = cursor.fetchone()
     return row[0] if row else None
 
@@ -42,7 +43,7 @@ def workflow_of(job_id: uuid.UUID) -> uuid.UUID | None:
 def dependents_lock(parent_ids: list[uuid.UUID]) -> list[tuple]:
     """(dependent job id, parent job id, ignore_failed_dependencies, the dependent's status)
     for every edge out of `parent_ids`, the dependents' nodes locked."""
-    t = _tables()
+    t = tables()
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT n.job_id, d.depends_on_id, n.ignore_failed_dependencies, e.status "
@@ -60,7 +61,7 @@ def nodes_count(deltas: dict[uuid.UUID, int]) -> dict[uuid.UUID, int]:
         return {}
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {_tables()['node']} AS n SET waiting_on = GREATEST(n.waiting_on + v.delta, 0) "
+            f"UPDATE {tables()['node']} AS n SET waiting_on = GREATEST(n.waiting_on + v.delta, 0) "
             "FROM unnest(%s::uuid[], %s::int[]) AS v(job_id, delta) WHERE n.job_id = v.job_id "
             "RETURNING n.job_id, n.waiting_on",
             [list(deltas), list(deltas.values())],
@@ -74,7 +75,7 @@ def nodes_cancelled_by(causes: dict[uuid.UUID, uuid.UUID | None]) -> None:
         return
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {_tables()['node']} AS n SET cancelled_by_id = v.cause "
+            f"UPDATE {tables()['node']} AS n SET cancelled_by_id = v.cause "
             "FROM unnest(%s::uuid[], %s::uuid[]) AS v(job_id, cause) WHERE n.job_id = v.job_id",
             [list(causes), list(causes.values())],
         )
@@ -82,7 +83,7 @@ def nodes_cancelled_by(causes: dict[uuid.UUID, uuid.UUID | None]) -> None:
 
 @named("SELECT … FOR UPDATE the CANCELLED nodes a failure of these jobs cancelled, in order")
 def cancelled_because_of(job_ids: list[uuid.UUID]) -> list[uuid.UUID]:
-    t = _tables()
+    t = tables()
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT n.job_id FROM {t['node']} n JOIN {t['execution']} e ON e.job_id = n.job_id "
@@ -97,7 +98,7 @@ def cancelled_because_of(job_ids: list[uuid.UUID]) -> list[uuid.UUID]:
 def refs(job_ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT job_id, ref FROM {_tables()['node']} WHERE job_id = ANY(%s)", [list(job_ids)]
+            f"SELECT job_id, ref FROM {tables()['node']} WHERE job_id = ANY(%s)", [list(job_ids)]
         )
         return dict(cursor.fetchall())
 
@@ -105,7 +106,7 @@ def refs(job_ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:
 @named("SELECT a node's count of dependencies not settled")
 def node_waiting_on(job_id: uuid.UUID) -> int:
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT waiting_on FROM {_tables()['node']} WHERE job_id = %s", [job_id])
+        cursor.execute(f"SELECT waiting_on FROM {tables()['node']} WHERE job_id = %s", [job_id])
         row = cursor.fetchone()
     return row[0] if row else 0
 
@@ -114,7 +115,7 @@ def node_waiting_on(job_id: uuid.UUID) -> int:
 def unfinished_lock_nowait(workflow_id: uuid.UUID) -> list[tuple[uuid.UUID, str]]:
     """(job id, status); raises (LockNotAvailable) at once if one is locked by another
     transaction: the caller tries again, rather than wait while holding the others."""
-    t = _tables()
+    t = tables()
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT e.job_id, e.status FROM {t['execution']} e "
@@ -136,7 +137,7 @@ def workflow_count(
     params = [unfinished, failed] + ([] if cancelled is None else [cancelled]) + [workflow_id]
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {_tables()['workflow']} SET unfinished = unfinished + %s, "
+            f"UPDATE {tables()['workflow']} SET unfinished = unfinished + %s, "
             f"failed = failed + %s{flag}, version = version + 1, updated_at = clock_timestamp() "
             "WHERE id = %s RETURNING unfinished, failed, cancelled, status, name, trace_id",
             params,
@@ -150,7 +151,7 @@ def workflow_set_status(workflow_id: uuid.UUID, *, status: str, finished: bool):
     finished_at = "clock_timestamp()" if finished else "NULL"
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {_tables()['workflow']} SET status = %s, finished_at = {finished_at}, "
+            f"UPDATE {tables()['workflow']} SET status = %s, finished_at = {finished_at}, "
             "version = version + 1, updated_at = clock_timestamp() WHERE id = %s "
             "RETURNING finished_at",
             [status, workflow_id],
