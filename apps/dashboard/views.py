@@ -47,6 +47,8 @@ from jobweaver.scheduler.services import queue_resume
 from jobweaver.workflows.selectors import workflow_counts
 
 VIEW_JOB = "jobweaver_jobs.view_job"
+# The dashboard and the dead-letter desk show every tenant's work: operators only (§17).
+VIEW_ALL_JOBS = "jobweaver_jobs.view_all_jobs"
 OPERATE = (
     "jobweaver_jobs.change_job"  # retrying and cancelling are what "change job" means (JobAdmin)
 )
@@ -61,8 +63,8 @@ def job_list_url(**params) -> str:
     return f"{url}?{urlencode(params)}" if params else url
 
 
-def _require(request: HttpRequest, permission: str) -> None:
-    if not request.user.has_perm(permission):
+def _require(request: HttpRequest, *permissions: str) -> None:
+    if not all(request.user.has_perm(permission) for permission in permissions):
         raise PermissionDenied
 
 
@@ -167,7 +169,7 @@ def _figures(context: dict) -> dict:
 
 
 def dashboard(request: HttpRequest) -> HttpResponse:
-    _require(request, VIEW_JOB)
+    _require(request, VIEW_JOB, VIEW_ALL_JOBS)
     context = {
         **admin.site.each_context(request),
         **dashboard_context(),
@@ -178,7 +180,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 
 def dashboard_live(request: HttpRequest) -> JsonResponse:
     """What the page's script polls: the panels re-rendered on the server, and the figures."""
-    _require(request, VIEW_JOB)
+    _require(request, VIEW_JOB, VIEW_ALL_JOBS)
     context = dashboard_context()
     html = render_to_string("dashboard/_panels.html", context, request=request)
     return JsonResponse({"html": html, "figures": _figures(context)})
@@ -213,7 +215,7 @@ def pause_resume(request: HttpRequest) -> HttpResponse:
 def dead_letter_desk(request: HttpRequest) -> HttpResponse:
     """Dead letters grouped by final error, with retry and discard per group or for all.
     A POST without `confirm` shows the confirmation page with the count; with it, acts."""
-    _require(request, VIEW_JOB)
+    _require(request, VIEW_JOB, VIEW_ALL_JOBS)
     can_operate = request.user.has_perm(OPERATE)
     if request.method == "POST":
         if not can_operate:

@@ -6,6 +6,7 @@ from django.contrib import admin
 
 from jobweaver.core.admin_tools import ExactSearchMixin, ReadOnlyAdmin
 from jobweaver.executor.models import ExecutionAttempt
+from jobweaver.jobs.selectors import owned_by
 
 
 @admin.register(ExecutionAttempt)
@@ -35,6 +36,10 @@ class ExecutionAttemptAdmin(ExactSearchMixin, ReadOnlyAdmin):
         ("Task", {"fields": ["result", "exception_type", "traceback"]}),
     ]
     readonly_fields = ["progress"]
+
+    def get_queryset(self, request):
+        """The attempts of one's own jobs, or everyone's with jobs.view_all_jobs (§17)."""
+        return owned_by(super().get_queryset(request), request.user, owner="job__submitted_by")
 
     @admin.display(description="steps")
     def progress(self, attempt: ExecutionAttempt) -> str:

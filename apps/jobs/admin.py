@@ -42,7 +42,12 @@ from jobweaver.jobs.kinds import kind_of
 from jobweaver.jobs.models import Job
 from jobweaver.jobs.operations import BULK_ACTIONS, jobs_bulk_apply
 from jobweaver.jobs.representation import job_to_dict
-from jobweaver.jobs.selectors import attempts_for_jobs, discarded_since_failure, job_events
+from jobweaver.jobs.selectors import (
+    attempts_for_jobs,
+    discarded_since_failure,
+    job_events,
+    owned_by,
+)
 from jobweaver.jobs.services import job_submit
 from jobweaver.scheduler.models import ExecutionStatus, JobExecution
 
@@ -294,8 +299,14 @@ class JobAdmin(ExactSearchMixin, admin.ModelAdmin):
         return False
 
     def has_operate_permission(self, request: HttpRequest) -> bool:
-        """Retrying and cancelling are what "change job" means for a row nobody edits."""
+        """Retrying and cancelling are what "change job" means for a row nobody edits; on
+        another user's job they need jobs.operate_all_jobs too (jobs_bulk_apply skips it)."""
         return request.user.has_perm(f"{self.opts.app_label}.change_{self.opts.model_name}")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Job]:
+        """One's own jobs, or everyone's with jobs.view_all_jobs (§17): the list, the change
+        pages, search and "all matching" all read this."""
+        return owned_by(super().get_queryset(request), request.user)
 
     # --- list columns -------------------------------------------------------------------------
 
@@ -455,7 +466,8 @@ class JobAdmin(ExactSearchMixin, admin.ModelAdmin):
             filters.pop(name, None)
         back_url = f"{changelist_url}?{filters.urlencode()}" if filters else changelist_url
         if request.method == "POST" and request.POST.getlist("ids"):
-            job_ids = [job.id for job in Job.objects.filter(id__in=self._ids(request))]
+            visible = self.get_queryset(request).filter(id__in=self._ids(request))
+            job_ids = list(visible.values_list("id", flat=True))
             self._apply(request, action, job_ids, scope=f"{len(job_ids)} selected")
             next_url = request.POST.get("next", "")
             if not url_has_allowed_host_and_scheme(next_url, {request.get_host()}):

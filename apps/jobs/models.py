@@ -64,10 +64,12 @@ class Job(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        # The API's authorization (ARCHITECTURE §8): add_job submits, change_job retries and
-        # cancels, each on one's own jobs only, unless one may see every user's jobs.
+        # Who sees and does what (ARCHITECTURE §8, §17): add_job submits, change_job retries
+        # and cancels, each on one's own jobs only, in every face (API, admin, dashboard, CLI
+        # run as a user); the operator permissions reach every user's jobs.
         permissions = [
-            ("view_all_jobs", "Can see, retry and cancel every user's jobs in the API"),
+            ("view_all_jobs", "Can see every user's jobs"),
+            ("operate_all_jobs", "Can retry, cancel and discard every user's jobs"),
             ("submit_high_priority", "Can submit jobs above the priority threshold"),
         ]
         indexes = [

@@ -13,8 +13,8 @@ from django.db import OperationalError, transaction
 
 from jobweaver.core.db import lock_timed_out
 from jobweaver.core.errors import InvalidStateTransition, JobNotFound
-from jobweaver.jobs.models import DeadLetterDiscard
-from jobweaver.jobs.selectors import is_discarded, parse_job_id
+from jobweaver.jobs.models import DeadLetterDiscard, Job
+from jobweaver.jobs.selectors import is_discarded, may_operate, parse_job_id
 from jobweaver.jobs.services import job_cancel, job_retry, job_run_now
 from jobweaver.scheduler.models import ExecutionStatus, JobExecution
 
@@ -96,6 +96,7 @@ class BulkReport:
         return line
 
 
+NOT_YOURS_REASON = "another user's job: acting on it needs jobweaver_jobs.operate_all_jobs"
 BUSY_REASON = (
     "job was busy: its row stayed locked by concurrent work longer than the lock timeout; "
     "nothing was changed, try again"
@@ -120,7 +121,12 @@ def jobs_bulk_apply(*, action: str, job_ids: Iterable[uuid.UUID], user=None) -> 
     reported as skipped, grouped by reason."""
     report = BulkReport(BULK_ACTIONS[action])
     operation = _operation(action, user)
+    job_ids = list(job_ids)
+    owners = dict(Job.objects.filter(id__in=job_ids).values_list("id", "submitted_by_id"))
     for job_id in job_ids:
+        if job_id in owners and not may_operate(user, owners[job_id]):
+            report.skipped.setdefault(NOT_YOURS_REASON, []).append(job_id)
+            continue
         try:
             operation(job_id=job_id)
         except (InvalidStateTransition, JobNotFound) as error:

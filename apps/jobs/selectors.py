@@ -10,7 +10,7 @@ from django.db import connection
 from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet
 
 from jobweaver.accounts.selectors import holds
-from jobweaver.core.errors import InvalidRequest, JobNotFound
+from jobweaver.core.errors import Forbidden, InvalidRequest, JobNotFound
 from jobweaver.executor.models import AttemptOutcome, ExecutionAttempt
 from jobweaver.jobs.models import DeadLetterDiscard, Job
 from jobweaver.jobs.representation import attempt_to_dict, job_to_dict
@@ -81,6 +81,15 @@ def attempts_finished_since(*, job_ids, since: datetime) -> dict[str, int]:
 
 
 VIEW_ALL_JOBS = "jobweaver_jobs.view_all_jobs"
+OPERATE_ALL_JOBS = "jobweaver_jobs.operate_all_jobs"
+
+
+def owned_by(queryset: QuerySet, user, *, owner: str = "submitted_by") -> QuerySet:
+    """`queryset` narrowed to the rows of `user`'s jobs (`owner`: the path to the job's
+    owner), unless they may see every user's (jobs.view_all_jobs) or are a trusted caller."""
+    if user is None or holds(user, VIEW_ALL_JOBS):
+        return queryset
+    return queryset.filter(**{owner: user})
 
 
 def _visible_jobs(user) -> QuerySet[Job]:
@@ -98,6 +107,21 @@ def job_get(*, job_id: str | uuid.UUID, user=None) -> Job:
     job = _visible_jobs(user).filter(id=parsed).first()
     if job is None:
         raise JobNotFound(f"Job {parsed} not found", job_id=parsed)
+    return job
+
+
+def may_operate(user, owner_id) -> bool:
+    """Whether `user` may retry, cancel or discard a job of `owner_id` (§17): their own, or
+    any with `jobs.operate_all_jobs`. `user=None` is a trusted caller (the CLI)."""
+    return user is None or owner_id == user.pk or holds(user, OPERATE_ALL_JOBS)
+
+
+def job_to_operate(*, job_id: str | uuid.UUID, user=None) -> Job:
+    """A job `user` may act on: one they can see (else JobNotFound) that is theirs, or any
+    with `jobs.operate_all_jobs` (else Forbidden: seeing another's job is not acting on it)."""
+    job = job_get(job_id=job_id, user=user)
+    if not may_operate(user, job.submitted_by_id):
+        raise Forbidden("acting on another user's job needs jobweaver_jobs.operate_all_jobs")
     return job
 
 

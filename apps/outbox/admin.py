@@ -10,6 +10,8 @@ from jobweaver.core.admin_tools import ReadOnlyAdmin
 from jobweaver.core.kafka import EVENT_TOPICS
 from jobweaver.outbox.models import OutboxEvent
 
+VIEW_ALL_JOBS = "jobweaver_jobs.view_all_jobs"
+
 
 class TopicFilter(admin.SimpleListFilter):
     """The known event topics, without a SELECT DISTINCT over the whole outbox."""
@@ -48,3 +50,10 @@ class OutboxEventAdmin(ReadOnlyAdmin):
     search_help_text = "Exact key (job id) or trace id."
     show_full_result_count = False
     ordering = ["-created_at"]
+
+    # Every tenant's events (payloads, errors): an operator's view only (§17).
+    def has_view_permission(self, request, obj=None) -> bool:
+        return super().has_view_permission(request, obj) and request.user.has_perm(VIEW_ALL_JOBS)
+
+    def has_module_permission(self, request) -> bool:
+        return super().has_module_permission(request) and request.user.has_perm(VIEW_ALL_JOBS)

@@ -11,6 +11,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from jobweaver.accounts.selectors import holds
 from jobweaver.core.admin_tools import ExactSearchMixin, ReadOnlyAdmin
 from jobweaver.core.errors import InvalidRequest
 from jobweaver.scheduler.models import ConcurrencyLimit, JobExecution, Pause, Queue
@@ -49,6 +50,13 @@ class JobExecutionAdmin(ExactSearchMixin, ReadOnlyAdmin):
     exact_trace_field = "job__trace_id"
     show_full_result_count = False
     ordering = ["-updated_at"]
+
+    def get_queryset(self, request):
+        """The executions of one's own jobs, or everyone's with jobs.view_all_jobs (§17)."""
+        executions = super().get_queryset(request)
+        if holds(request.user, "jobweaver_jobs.view_all_jobs"):
+            return executions
+        return executions.filter(submitted_by=request.user)
 
     @admin.display(description="retries used")
     def retries(self, execution: JobExecution) -> str:

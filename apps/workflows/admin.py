@@ -13,6 +13,7 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from jobweaver.core.errors import JobWeaverError
+from jobweaver.jobs.selectors import may_operate, owned_by
 from jobweaver.workflows.graph import GraphNode, svg
 from jobweaver.workflows.models import Workflow
 from jobweaver.workflows.selectors import workflow_nodes
@@ -72,6 +73,10 @@ class WorkflowAdmin(admin.ModelAdmin):
     def has_operate_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm(CHANGE_JOB)
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Workflow]:
+        """One's own workflows, or everyone's with jobs.view_all_jobs (§17)."""
+        return owned_by(super().get_queryset(request), request.user)
+
     # --- columns and the graph ------------------------------------------------------------------
 
     @admin.display(description="id", ordering="id")
@@ -113,6 +118,13 @@ class WorkflowAdmin(admin.ModelAdmin):
 
     def _each(self, request: HttpRequest, queryset, action, verb: str) -> None:
         for workflow in queryset:
+            if not may_operate(request.user, workflow.submitted_by_id):
+                self.message_user(
+                    request,
+                    f"{workflow.name}: another user's workflow needs jobs.operate_all_jobs",
+                    messages.WARNING,
+                )
+                continue
             try:
                 action(workflow_id=workflow.id)
             except JobWeaverError as exc:

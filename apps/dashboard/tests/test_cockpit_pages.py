@@ -145,7 +145,11 @@ def test_view_only_staff_see_the_desk_without_buttons_and_cannot_post(client):
     viewer = get_user_model().objects.create_user(
         username=f"viewer-{uuid.uuid4().hex[:8]}", password="x", is_staff=True
     )
-    viewer.user_permissions.add(Permission.objects.get(codename="view_job"))
+    # An operator who may look at every tenant's work (§17), not act on it.
+    viewer.user_permissions.add(
+        Permission.objects.get(codename="view_job"),
+        Permission.objects.get(codename="view_all_jobs"),
+    )
     client.force_login(viewer)
     job = dead_letter()
 

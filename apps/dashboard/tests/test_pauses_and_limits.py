@@ -93,7 +93,10 @@ def test_a_bad_resume_is_a_message_not_an_error_page(admin_client, controls, fie
 
 
 def test_resume_needs_change_pause_and_a_post(client, controls):
-    viewer = make_user(None, "jobweaver_jobs.view_job", is_staff=True)
+    # An operator who may look (the dashboard is every tenant's, §17) but not resume.
+    viewer = make_user(
+        None, "jobweaver_jobs.view_job", "jobweaver_jobs.view_all_jobs", is_staff=True
+    )
     client.force_login(viewer)
 
     page = client.get(DASHBOARD).content.decode()

@@ -25,9 +25,9 @@ from jobweaver.jobs.selectors import (
     dependencies_for_jobs,
     job_attempts,
     job_detail,
-    job_get,
     job_list,
     job_stats,
+    job_to_operate,
     sees_tracebacks,
 )
 from jobweaver.jobs.services import (
@@ -268,7 +268,7 @@ class JobRetryView(JobView):
         responses={200: schema.JobDetail, **schema.STATE_CONFLICT, **JOB_ERRORS},
     )
     def post(self, request: Request, job_id: str) -> Response:
-        job = job_get(job_id=job_id, user=request.user)
+        job = job_to_operate(job_id=job_id, user=request.user)
         job_retry(job_id=job.id)
         return Response(job_detail(job_id=job.id, user=request.user))
 
@@ -284,7 +284,7 @@ class JobCancelView(JobView):
         responses={200: schema.JobDetail, **schema.STATE_CONFLICT, **JOB_ERRORS},
     )
     def post(self, request: Request, job_id: str) -> Response:
-        job = job_get(job_id=job_id, user=request.user)
+        job = job_to_operate(job_id=job_id, user=request.user)
         job_cancel(job_id=job.id)
         return Response(job_detail(job_id=job.id, user=request.user))
 

@@ -221,7 +221,11 @@ def test_actions_need_the_change_job_permission(client):
     viewer = get_user_model().objects.create_user(
         username=f"viewer-{uuid.uuid4().hex[:8]}", password="x", is_staff=True
     )
-    viewer.user_permissions.add(Permission.objects.get(codename="view_job"))
+    # It sees every user's jobs (the job below has none), it may act on none.
+    viewer.user_permissions.add(
+        Permission.objects.get(codename="view_job"),
+        Permission.objects.get(codename="view_all_jobs"),
+    )
     client.force_login(viewer)
     job = submit()
 

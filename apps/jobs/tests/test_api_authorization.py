@@ -1,6 +1,7 @@
 """Who may do what in the API (ARCHITECTURE §8, OWASP API1/API5): a job of another user is not
 found (404) for reads and actions alike; an operation without its permission is 403;
-anonymous is 401; staff status alone grants nothing, `jobs.view_all_jobs` does."""
+anonymous is 401; staff status alone grants nothing, `jobs.view_all_jobs` shows every user's
+jobs and `jobs.operate_all_jobs` acts on them (§17)."""
 
 from __future__ import annotations
 
@@ -135,11 +136,17 @@ def test_staff_without_view_all_jobs_sees_only_their_own_jobs():
     )
 
 
-def test_view_all_jobs_sees_and_acts_on_every_users_jobs():
+def test_view_all_jobs_sees_every_users_jobs_and_operate_all_jobs_acts_on_them():
     others = submit(token_client("ivan", *SUBMITTER))
-    operator = token_client("judy", *SUBMITTER, "jobweaver_jobs.view_all_jobs")
+    auditor = token_client("kim", *SUBMITTER, "jobweaver_jobs.view_all_jobs")
+    operator = token_client(
+        "judy", *SUBMITTER, "jobweaver_jobs.view_all_jobs", "jobweaver_jobs.operate_all_jobs"
+    )
 
-    assert others in [job["jobId"] for job in operator.get("/api/jobs").json()["jobs"]]
-    assert operator.get(f"/api/jobs/{others}").status_code == 200
+    assert others in [job["jobId"] for job in auditor.get("/api/jobs").json()["jobs"]]
+    assert auditor.get(f"/api/jobs/{others}").status_code == 200
+    # Seeing another's job is not acting on it (§17).
+    assert_error_body(auditor.post(f"/api/jobs/{others}/cancel"), 403, "API.FORBIDDEN")
+    assert JobExecution.objects.get(job_id=others).status == "PENDING"
     assert operator.post(f"/api/jobs/{others}/cancel").json()["status"] == "CANCELLED"
     assert operator.get("/api/stats").json()["countsByStatus"]["CANCELLED"] == 1

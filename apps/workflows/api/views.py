@@ -18,12 +18,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from jobweaver.conf import settings
-from jobweaver.core.errors import InvalidRequest
+from jobweaver.core.errors import Forbidden, InvalidRequest
 from jobweaver.jobs.api import schema as job_schema
 from jobweaver.jobs.api.base import JobWeaverAPIView
 from jobweaver.jobs.api.permissions import HasOperationPermission
 from jobweaver.jobs.api.reading import DIGITS, read_json_body
 from jobweaver.jobs.api.throttling import SubmissionThrottle
+from jobweaver.jobs.selectors import may_operate
 from jobweaver.jobs.services import TRACE_ID_PATTERN
 from jobweaver.workflows.api import schema
 from jobweaver.workflows.selectors import workflow_get, workflow_list, workflow_to_dict
@@ -141,6 +142,10 @@ class WorkflowCancelView(WorkflowView):
     )
     def post(self, request: Request, workflow_id: str) -> Response:
         workflow = workflow_get(workflow_id=workflow_id, user=request.user)
+        if not may_operate(request.user, workflow.submitted_by_id):
+            raise Forbidden(
+                "acting on another user's workflow needs jobweaver_jobs.operate_all_jobs"
+            )
         return Response(workflow_to_dict(workflow_cancel(workflow_id=workflow.id)))
 
 

@@ -55,7 +55,7 @@ def operator_client(client, *permissions):
 
 def test_the_admin_lists_workflows_and_draws_one_with_links_to_its_jobs(client):
     workflow = submitted("drawn")
-    operator_client(client, "jobweaver_jobs.view_job")
+    operator_client(client, "jobweaver_jobs.view_job", "jobweaver_jobs.view_all_jobs")
 
     listing = client.get("/admin/jobweaver_workflows/workflow/")
     page = client.get(f"/admin/jobweaver_workflows/workflow/{workflow.id}/change/")
@@ -80,7 +80,13 @@ def test_the_admin_needs_the_job_permissions(client):
 def test_the_admin_actions_cancel_and_retry_failed_jobs(client):
     cancel_me, retry_me = submitted("cancel-me"), submitted("retry-me")
     failed_first(retry_me)
-    operator_client(client, "jobweaver_jobs.view_job", "jobweaver_jobs.change_job")
+    operator_client(
+        client,
+        "jobweaver_jobs.view_job",
+        "jobweaver_jobs.change_job",
+        "jobweaver_jobs.view_all_jobs",
+        "jobweaver_jobs.operate_all_jobs",
+    )
 
     for action, workflow in (("cancel_workflows", cancel_me), ("retry_failed_jobs", retry_me)):
         response = client.post(
@@ -120,7 +126,7 @@ def test_the_command_lists_shows_cancels_and_retries(capsys):
 
 def test_the_dashboard_counts_workflows_by_status(client):
     submitted()
-    operator_client(client, "jobweaver_jobs.view_job")
+    operator_client(client, "jobweaver_jobs.view_job", "jobweaver_jobs.view_all_jobs")
 
     live = client.get(reverse("jobweaver-dashboard-live")).json()
 
