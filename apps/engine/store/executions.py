@@ -371,12 +371,15 @@ _COMPLETED_SOURCES = {
 }
 
 
-@named("UPDATE RUNNING → COMPLETED for the token's holder, close its attempt, INSERT its events")
-def execution_complete(
-    transition: Transition, *, job_id: uuid.UUID, event_id: uuid.UUID, attempt_fields: dict
-) -> bool:
+_COMPLETED_ASSIGNMENTS = "finished_at = clock.now, lease_expires_at = NULL, last_error = ''"
+
+
+def _completion_steps(
+    transition: Transition, event_id: uuid.UUID, attempt_fields: dict
+) -> tuple[tuple[str, list], ...]:
+    """A completion's steps over `moved`: its events, then the close of its attempt."""
     jobs = connection.ops.quote_name(_job_model()._meta.db_table)
-    event_steps = tuple(
+    events = tuple(
         (
             event_rows.insert_select_sql(
                 "moved.job_id::text",
@@ -388,15 +391,21 @@ def execution_complete(
         )
         for event in transition.events
     )
-    closing = attempts.close_step(event_id=event_id, fields=attempt_fields)
+    return (*events, attempts.close_step(event_id=event_id, fields=attempt_fields))
+
+
+@named("UPDATE RUNNING → COMPLETED for the token's holder, close its attempt, INSERT its events")
+def execution_complete(
+    transition: Transition, *, job_id: uuid.UUID, event_id: uuid.UUID, attempt_fields: dict
+) -> bool:
     return (
         _fenced(
             transition,
             job_id=job_id,
             event_id=event_id,
-            assignments="finished_at = clock.now, lease_expires_at = NULL, last_error = ''",
+            assignments=_COMPLETED_ASSIGNMENTS,
             params=[],
-            steps=(*event_steps, closing),
+            steps=_completion_steps(transition, event_id, attempt_fields),
         )
         is not None
     )
@@ -414,26 +423,13 @@ def execution_complete_in_workflow(
     when the fence refused it. Each count is an UPDATE of its row, which waits for the row's
     lock and then applies to the committed value, so exactly one completion releases a job
     and exactly one finishes the workflow."""
-    jobs = connection.ops.quote_name(_job_model()._meta.db_table)
-    steps = [
-        (
-            event_rows.insert_select_sql(
-                "moved.job_id::text",
-                event_rows.payload_sql(event, _COMPLETED_SOURCES[event]),
-                "j.trace_id",
-                f"FROM moved JOIN {jobs} j ON j.id = moved.job_id",
-            ),
-            [event.topic],
-        )
-        for event in transition.events
-    ]
-    steps.append(attempts.close_step(event_id=event_id, fields=attempt_fields))
+    steps = _completion_steps(transition, event_id, attempt_fields)
     settle, reading = _workflow_settle_steps(len(steps))
     row = _fenced(
         transition,
         job_id=job_id,
         event_id=event_id,
-        assignments="finished_at = clock.now, lease_expires_at = NULL, last_error = ''",
+        assignments=_COMPLETED_ASSIGNMENTS,
         params=[],
         steps=(*steps, *settle),
         reading=reading,

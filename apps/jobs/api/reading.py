@@ -34,3 +34,14 @@ def no_query_parameters(request: Request) -> None:
     if request.query_params:
         unknown = ", ".join(sorted(request.query_params))
         raise InvalidRequest(f"unknown query parameter(s): {unknown}")
+
+
+def int_param(request: Request, name: str, default: int | None, low: int, high: int):
+    """Query parameter `name` as an integer from `low` to `high` (ASCII digits only), or
+    `default` when it is absent or empty; InvalidRequest otherwise."""
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    if not DIGITS.match(raw) or not (low <= int(raw) <= high):
+        raise InvalidRequest(f"{name} must be an integer between {low} and {high}")
+    return int(raw)

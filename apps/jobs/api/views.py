@@ -16,7 +16,7 @@ from jobweaver.core.errors import InvalidRequest
 from jobweaver.jobs.api import schema
 from jobweaver.jobs.api.base import JobWeaverAPIView
 from jobweaver.jobs.api.permissions import HasOperationPermission
-from jobweaver.jobs.api.reading import DIGITS, read_json_body
+from jobweaver.jobs.api.reading import int_param, read_json_body
 from jobweaver.jobs.api.throttling import SubmissionThrottle
 from jobweaver.jobs.models import JobType
 from jobweaver.jobs.representation import job_to_dict
@@ -52,15 +52,6 @@ LIST_PARAMETERS = {
     "page",
     "size",
 }
-
-
-def _int_param(request: Request, name: str, default: int | None, low: int, high: int):
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return default
-    if not DIGITS.match(raw) or not (low <= int(raw) <= high):
-        raise InvalidRequest(f"{name} must be an integer between {low} and {high}")
-    return int(raw)
 
 
 def _time_param(request: Request, name: str) -> datetime | None:
@@ -167,13 +158,13 @@ class JobListCreateView(JobView):
         unknown = set(request.query_params) - LIST_PARAMETERS
         if unknown:
             raise InvalidRequest(f"unknown query parameter(s): {', '.join(sorted(unknown))}")
-        page = _int_param(request, "page", 0, 0, MAX_PAGE)
-        size = _int_param(request, "size", 20, 1, settings.JOBWEAVER_API_MAX_PAGE_SIZE)
+        page = int_param(request, "page", 0, 0, MAX_PAGE)
+        size = int_param(request, "size", 20, 1, settings.JOBWEAVER_API_MAX_PAGE_SIZE)
         jobs, total = job_list(
             user=request.user,
             status=request.query_params.get("status") or None,
             job_type=_choice_param(request, "type", JobType.values),
-            priority=_int_param(request, "priority", None, 0, 9),
+            priority=int_param(request, "priority", None, 0, 9),
             created_after=_time_param(request, "createdAfter"),
             created_before=_time_param(request, "createdBefore"),
             trace_id=_trace_id_param(request),

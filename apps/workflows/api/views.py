@@ -22,7 +22,7 @@ from jobweaver.core.errors import Forbidden, InvalidRequest
 from jobweaver.jobs.api import schema as job_schema
 from jobweaver.jobs.api.base import JobWeaverAPIView
 from jobweaver.jobs.api.permissions import HasOperationPermission
-from jobweaver.jobs.api.reading import DIGITS, read_json_body
+from jobweaver.jobs.api.reading import int_param, read_json_body
 from jobweaver.jobs.api.throttling import SubmissionThrottle
 from jobweaver.jobs.selectors import may_operate
 from jobweaver.jobs.services import TRACE_ID_PATTERN
@@ -93,8 +93,8 @@ class WorkflowListCreateView(WorkflowView):
         unknown = set(request.query_params) - LIST_PARAMETERS
         if unknown:
             raise InvalidRequest(f"unknown query parameter(s): {', '.join(sorted(unknown))}")
-        page = _int_param(request, "page", 0, 0, MAX_PAGE)
-        size = _int_param(request, "size", 20, 1, settings.JOBWEAVER_API_MAX_PAGE_SIZE)
+        page = int_param(request, "page", 0, 0, MAX_PAGE)
+        size = int_param(request, "size", 20, 1, settings.JOBWEAVER_API_MAX_PAGE_SIZE)
         workflows, total = workflow_list(
             user=request.user,
             status=request.query_params.get("status") or None,
@@ -147,12 +147,3 @@ class WorkflowCancelView(WorkflowView):
                 "acting on another user's workflow needs jobweaver_jobs.operate_all_jobs"
             )
         return Response(workflow_to_dict(workflow_cancel(workflow_id=workflow.id)))
-
-
-def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return default
-    if not DIGITS.match(raw) or not (low <= int(raw) <= high):
-        raise InvalidRequest(f"{name} must be an integer between {low} and {high}")
-    return int(raw)
