@@ -1,5 +1,9 @@
 """Liveness and readiness probes (no authentication).
 
+/readyz tells anyone whether PostgreSQL and Kafka answer; what it knows of the platform (live
+executors, queues without one) only operators see: a logged-in user holding
+jobs.view_all_jobs (ARCHITECTURE §17).
+
 /readyz is cheap whoever calls it and however often: the Kafka probe (a metadata request over a
 new admin client) runs at most once per JOBWEAVER_READYZ_KAFKA_CACHE_SECONDS per process, with a
 short timeout, and concurrent callers share that one probe instead of each opening a client.
@@ -18,6 +22,7 @@ from jobweaver.core.kafka import broker_reachable
 from jobweaver.scheduler.flow import live_executors
 from jobweaver.scheduler.selectors import queues_without_executor
 
+VIEW_ALL_JOBS = "jobweaver_jobs.view_all_jobs"
 _kafka_lock = threading.Lock()
 _kafka_probe: tuple[float, bool] | None = None  # (monotonic time of the probe, reachable)
 
@@ -34,6 +39,11 @@ def kafka_reachable() -> bool:
             reachable = broker_reachable(timeout=settings.JOBWEAVER_READYZ_KAFKA_TIMEOUT_SECONDS)
             _kafka_probe = (time.monotonic(), reachable)
         return _kafka_probe[1]
+
+
+def _is_operator(request) -> bool:
+    user = getattr(request, "user", None)
+    return user is not None and user.is_authenticated and user.has_perm(VIEW_ALL_JOBS)
 
 
 @require_GET
@@ -56,7 +66,7 @@ def readyz(request):
         pass
     ready = all(checks.values())
     body = {"status": "ok" if ready else "unavailable", **checks}
-    if checks["postgresql"]:
+    if checks["postgresql"] and _is_operator(request):
         # Informative, not a readiness condition: the web accepts jobs with no executor live
         # (they wait in PostgreSQL); an operator must hear about it all the same.
         body["liveExecutors"] = live = len(live_executors())

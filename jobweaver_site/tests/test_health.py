@@ -1,4 +1,5 @@
-"""Probes answer without authentication; readiness really checks PostgreSQL and Kafka."""
+"""Probes answer without authentication; readiness really checks PostgreSQL and Kafka, and tells
+operators only what it knows of the platform (§17)."""
 
 import threading
 
@@ -6,6 +7,7 @@ import pytest
 from django.db import connection
 from django.test import Client
 
+from jobweaver.accounts.tests.helpers import make_user
 from jobweaver_site import health
 
 
@@ -17,10 +19,13 @@ def test_healthz_needs_no_auth(client):
 
 
 @pytest.mark.django_db
-def test_readyz_reports_postgresql_and_kafka(client):
+def test_readyz_reports_postgresql_and_kafka_and_the_platform_to_operators_only(client):
     response = client.get("/readyz")
     assert response.status_code == 200
-    assert response.json() == {
+    assert response.json() == {"status": "ok", "postgresql": True, "kafka": True}
+
+    client.force_login(make_user("probe-operator", "jobweaver_jobs.view_all_jobs"))
+    assert client.get("/readyz").json() == {
         "status": "ok",
         "postgresql": True,
         "kafka": True,
@@ -28,6 +33,8 @@ def test_readyz_reports_postgresql_and_kafka(client):
         "warnings": ["no live executor: jobs wait in PostgreSQL"],
         "queuesWithoutExecutor": [],  # and no job waits
     }
+    client.force_login(make_user("probe-submitter", "jobweaver_jobs.view_job"))
+    assert "liveExecutors" not in client.get("/readyz").json()
 
 
 @pytest.mark.django_db

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Max
 
+from jobweaver.accounts.tests.helpers import make_user
 from jobweaver.core.kafka import RUN_JOB, common_config, topic_name
 from jobweaver.executor.models import ExecutionAttempt
 from jobweaver.jobs.models import Job
@@ -343,6 +344,9 @@ def test_no_live_executor_means_nothing_is_dispatched_and_readyz_says_so(stack, 
                 )
             ).job.id
         ]
+        # What /readyz knows of the platform is for operators (§17).
+        operator = make_user(None, "jobweaver_jobs.view_all_jobs")
+        client.force_login(operator)
         ready = client.get("/readyz").json()
         assert ready["liveExecutors"] == 0
         assert "no live executor" in ready["warnings"][0]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from jobweaver.accounts.tests.helpers import make_user
 from jobweaver.executor.models import ExecutionAttempt
 from jobweaver.executor.services import attempt_start
 from jobweaver.scheduler.dispatch import dispatch_due_jobs
@@ -194,6 +195,7 @@ def test_a_queue_with_waiting_work_and_no_executor_is_named_where_operators_look
 
     assert waiting_queues() == ["default", "reports"]
     assert queues_without_executor() == ["reports"]
+    client.force_login(make_user("readyz-operator", "jobweaver_jobs.view_all_jobs"))
     ready = client.get("/readyz").json()
     assert ready["queuesWithoutExecutor"] == ["reports"]
     assert "queue 'reports' has waiting work and no live executor serving it" in ready["warnings"]
