@@ -170,40 +170,25 @@ def execution_complete(
     `report`, and its JobCompleted event, in one statement; False when the token is stale.
     A job of workflow `workflow_id` releases its dependents and counts itself on its workflow
     in the same statement (§16): the hot path stays one round trip."""
+    fields = report.fields(outcome=AttemptOutcome.SUCCESS, error="")
     if workflow_id is None:
-        return _complete(job_id, event_id, report)
-    settled = move_fenced(
+        store = execution_rows.execution_complete
+    else:
+        store = execution_rows.execution_complete_in_workflow
+    moved = move_fenced(
         "complete",
         actor=WORKER,
-        statement=lambda transition: execution_rows.execution_complete_in_workflow(
-            transition,
-            job_id=job_id,
-            event_id=event_id,
-            attempt_fields=report.fields(outcome=AttemptOutcome.SUCCESS, error=""),
+        statement=lambda transition: store(
+            transition, job_id=job_id, event_id=event_id, attempt_fields=fields
         ),
     )
-    if settled is None:
+    if not moved:  # False, or None from the workflow's statement: the fence refused it
         return False
     ledger.count_attempt(AttemptOutcome.SUCCESS)
-    released, finished = settled
-    workflows.count_settled(released=released, finished=finished)
+    if workflow_id is not None:
+        released, finished = moved
+        workflows.count_settled(released=released, finished=finished)
     return True
-
-
-def _complete(job_id: uuid.UUID, event_id: uuid.UUID, report: AttemptReport) -> bool:
-    completed = move_fenced(
-        "complete",
-        actor=WORKER,
-        statement=lambda transition: execution_rows.execution_complete(
-            transition,
-            job_id=job_id,
-            event_id=event_id,
-            attempt_fields=report.fields(outcome=AttemptOutcome.SUCCESS, error=""),
-        ),
-    )
-    if completed:
-        ledger.count_attempt(AttemptOutcome.SUCCESS)
-    return completed
 
 
 def execution_fail(

@@ -4,6 +4,7 @@ views, so each route refuses the same bad input with the same error."""
 
 from __future__ import annotations
 
+import math
 import re
 
 from rest_framework.request import Request
@@ -45,3 +46,25 @@ def int_param(request: Request, name: str, default: int | None, low: int, high: 
     if not DIGITS.match(raw) or not (low <= int(raw) <= high):
         raise InvalidRequest(f"{name} must be an integer between {low} and {high}")
     return int(raw)
+
+
+def page_params(request: Request, allowed: set[str], *, max_page: int) -> tuple[int, int]:
+    """A list endpoint's `page` (0-based) and `size`, after refusing any query parameter not
+    in `allowed`."""
+    unknown = set(request.query_params) - allowed
+    if unknown:
+        raise InvalidRequest(f"unknown query parameter(s): {', '.join(sorted(unknown))}")
+    page = int_param(request, "page", 0, 0, max_page)
+    size = int_param(request, "size", 20, 1, settings.JOBWEAVER_API_MAX_PAGE_SIZE)
+    return page, size
+
+
+def page_body(key: str, items: list, *, page: int, size: int, total: int) -> dict:
+    """The seeds' page envelope: the items under `key`, then page, size and the totals."""
+    return {
+        key: items,
+        "page": page,
+        "size": size,
+        "totalElements": total,
+        "totalPages": math.ceil(total / size) if total else 0,
+    }

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from datetime import UTC, datetime
 
 from django.urls import reverse
@@ -16,7 +15,7 @@ from jobweaver.core.errors import InvalidRequest
 from jobweaver.jobs.api import schema
 from jobweaver.jobs.api.base import JobWeaverAPIView
 from jobweaver.jobs.api.permissions import HasOperationPermission
-from jobweaver.jobs.api.reading import int_param, read_json_body
+from jobweaver.jobs.api.reading import int_param, page_body, page_params, read_json_body
 from jobweaver.jobs.api.throttling import SubmissionThrottle
 from jobweaver.jobs.models import JobType
 from jobweaver.jobs.representation import job_to_dict
@@ -155,11 +154,7 @@ class JobListCreateView(JobView):
         responses={200: schema.JobPage, **schema.COMMON_ERRORS},
     )
     def get(self, request: Request) -> Response:
-        unknown = set(request.query_params) - LIST_PARAMETERS
-        if unknown:
-            raise InvalidRequest(f"unknown query parameter(s): {', '.join(sorted(unknown))}")
-        page = int_param(request, "page", 0, 0, MAX_PAGE)
-        size = int_param(request, "size", 20, 1, settings.JOBWEAVER_API_MAX_PAGE_SIZE)
+        page, size = page_params(request, LIST_PARAMETERS, max_page=MAX_PAGE)
         jobs, total = job_list(
             user=request.user,
             status=request.query_params.get("status") or None,
@@ -176,20 +171,11 @@ class JobListCreateView(JobView):
         attempts = attempts_for_jobs(job_ids=ids)
         parents = dependencies_for_jobs(job_ids=ids)
         tracebacks = sees_tracebacks(request.user)
-        return Response(
-            {
-                "jobs": [
-                    job_to_dict(
-                        job, attempts[job.id], tracebacks=tracebacks, depends_on=parents[job.id]
-                    )
-                    for job in jobs
-                ],
-                "page": page,
-                "size": size,
-                "totalElements": total,
-                "totalPages": math.ceil(total / size) if total else 0,
-            }
-        )
+        details = [
+            job_to_dict(job, attempts[job.id], tracebacks=tracebacks, depends_on=parents[job.id])
+            for job in jobs
+        ]
+        return Response(page_body("jobs", details, page=page, size=size, total=total))
 
 
 class JobBatchView(JobView):

@@ -10,8 +10,6 @@ to cancel), owner scoping (another owner's workflow is a 404), camelCase, strict
 
 from __future__ import annotations
 
-import math
-
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
@@ -22,7 +20,7 @@ from jobweaver.core.errors import Forbidden, InvalidRequest
 from jobweaver.jobs.api import schema as job_schema
 from jobweaver.jobs.api.base import JobWeaverAPIView
 from jobweaver.jobs.api.permissions import HasOperationPermission
-from jobweaver.jobs.api.reading import int_param, read_json_body
+from jobweaver.jobs.api.reading import page_body, page_params, read_json_body
 from jobweaver.jobs.api.throttling import SubmissionThrottle
 from jobweaver.jobs.selectors import may_operate
 from jobweaver.jobs.services import TRACE_ID_PATTERN
@@ -90,26 +88,15 @@ class WorkflowListCreateView(WorkflowView):
         responses={200: schema.WorkflowPage, **job_schema.COMMON_ERRORS},
     )
     def get(self, request: Request) -> Response:
-        unknown = set(request.query_params) - LIST_PARAMETERS
-        if unknown:
-            raise InvalidRequest(f"unknown query parameter(s): {', '.join(sorted(unknown))}")
-        page = int_param(request, "page", 0, 0, MAX_PAGE)
-        size = int_param(request, "size", 20, 1, settings.JOBWEAVER_API_MAX_PAGE_SIZE)
+        page, size = page_params(request, LIST_PARAMETERS, max_page=MAX_PAGE)
         workflows, total = workflow_list(
             user=request.user,
             status=request.query_params.get("status") or None,
             page=page,
             size=size,
         )
-        return Response(
-            {
-                "workflows": [workflow_to_dict(w, jobs=False) for w in workflows],
-                "page": page,
-                "size": size,
-                "totalElements": total,
-                "totalPages": math.ceil(total / size) if total else 0,
-            }
-        )
+        summaries = [workflow_to_dict(w, jobs=False) for w in workflows]
+        return Response(page_body("workflows", summaries, page=page, size=size, total=total))
 
 
 class WorkflowDetailView(WorkflowView):
