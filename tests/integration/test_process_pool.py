@@ -35,8 +35,8 @@ ISOLATED, THREADED, VICTIM, STOPPING = "isolated", "threaded", "victim", "stoppi
 # settings_test: JOBWEAVER_HARD_TIMEOUT_GRACE_SECONDS = 1.
 GRACE = 1
 # fib(30) takes 0.08 s on this machine, too little against a job's start-up to compare the
-# pools; fib(32) takes 0.2 s (bench/NOTES.md has fib(30) too).
-FIB_N = 32
+# pools; fib(34) takes about 0.55 s, so the hand-overs weigh little (bench/NOTES.md).
+FIB_N = 34
 
 
 def start_executor(stack, name: str, queue: str, *, pool: str, **env):
@@ -204,12 +204,15 @@ def test_cpu_bound_tasks_use_both_cores(isolated, threaded, live_db):
         for result in results:
             wait_for_status(result.id, "COMPLETED", timeout=60)
         attempts = [attempts_of(result.id)[0] for result in results]
-        assert {fib.get_result(r.id).return_value for r in results} == {2178309}
+        assert {fib.get_result(r.id).return_value for r in results} == {5702887}
         return (
             max(a.finished_at for a in attempts) - min(a.started_at for a in attempts)
         ).total_seconds()
 
-    threads, processes = wall_time(THREADED), wall_time(ISOLATED)
+    # Two rounds, interleaved, the best of each: a round that shared the two cores with the
+    # rest of the suite's processes measures the machine's load, not the pool.
+    rounds = [(wall_time(THREADED), wall_time(ISOLATED)) for _ in range(2)]
+    threads, processes = min(r[0] for r in rounds), min(r[1] for r in rounds)
 
     print(f"\nfour fib({FIB_N}): threads pool {threads:.2f} s, process pool {processes:.2f} s")
     assert processes <= 0.6 * threads
