@@ -72,6 +72,8 @@ DEFAULTS: dict[str, object] = {
     "JOBWEAVER_SUBMIT_THROTTLE_WINDOW_SECONDS": 60.0,
     "JOBWEAVER_MAX_ACTIVE_JOBS_PER_USER": 10000,
     "JOBWEAVER_PRIORITY_PERMISSION_ABOVE": 6,
+    # §17: at most this many of one user's jobs dispatched or running at once; 0: no cap.
+    "JOBWEAVER_MAX_RUNNING_JOBS_PER_USER": 0,
     # Python tasks (§13).
     "JOBWEAVER_TASK_MAX_PAYLOAD_BYTES": 32 * 1024,
     "JOBWEAVER_TASK_MAX_RESULT_BYTES": 256 * 1024,
