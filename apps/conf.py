@@ -89,6 +89,8 @@ DEFAULTS: dict[str, object] = {
     "JOBWEAVER_EXECUTOR_POOL": "threads",
     "JOBWEAVER_EXECUTOR_MAX_TASKS_PER_CHILD": 0,
     "JOBWEAVER_EXECUTOR_MAX_MEMORY_PER_CHILD_MB": 0,
+    # Issue 34: at most this many successes in one statement of an executor's writer.
+    "JOBWEAVER_EXECUTOR_WRITE_BATCH": 100,
     "JOBWEAVER_HARD_TIMEOUT_GRACE_SECONDS": 10.0,
     "JOBWEAVER_LOG_LEVEL": "INFO",
     # Probes and metrics.

@@ -3,6 +3,7 @@
     created                        executions_create                        (submission)
     dispatch, set_aside, put_back  apps/engine/claim/                        (the dispatcher)
     start, heartbeat, complete     execution_start, _heartbeat, _complete   (fenced, one statement)
+    complete (many)                executions_complete                      (fenced per row, one)
     hand_back                      execution_hand_back                      (worker, wrong queue)
     retry | dead_letter            execution_fail                           (worker)
     end_cancelled, release         execution_end_cancelled, _release        (worker)
@@ -37,7 +38,13 @@ from jobweaver.core.db import assert_in_transaction, seconds
 from jobweaver.core.errors import InvalidStateTransition, JobNotFound
 from jobweaver.engine import events, ledger, workflows
 from jobweaver.engine.ledger import NOTHING_REPORTED, AttemptReport
-from jobweaver.engine.mover import events_written, move_fenced, move_row, move_set
+from jobweaver.engine.mover import (
+    events_written,
+    move_fenced,
+    move_fenced_many,
+    move_row,
+    move_set,
+)
 from jobweaver.engine.retry import RetryDecision, policy_for, policy_from_settings, retries_on
 from jobweaver.engine.store import events as event_rows
 from jobweaver.engine.store import executions as execution_rows
@@ -189,6 +196,33 @@ def execution_complete(
         released, finished = moved
         workflows.count_settled(released=released, finished=finished)
     return True
+
+
+def executions_complete(completions: list[tuple[uuid.UUID, uuid.UUID, AttemptReport]]) -> set:
+    """`execution_complete` for many (job id, event id, report) at once, one statement: the
+    executor's batched writer. Each row is fenced by its own token; returns the job ids
+    completed (a refused one changes nothing). Not for a workflow's job (§16)."""
+    rows = [
+        {
+            "job_id": job_id,
+            "event_id": event_id,
+            "steps_completed": report.steps_completed,
+            "total_steps": report.total_steps,
+            "log_lines": None if report.log_lines is None else list(report.log_lines),
+            "result": report.result,
+        }
+        for job_id, event_id, report in completions
+    ]
+    completed = move_fenced_many(
+        "complete",
+        actor=WORKER,
+        statement=lambda transition: execution_rows.executions_complete(
+            transition, completions=rows
+        ),
+    )
+    for _ in completed:
+        ledger.count_attempt(AttemptOutcome.SUCCESS)
+    return set(completed)
 
 
 def execution_fail(
@@ -609,6 +643,7 @@ __all__ = [
     "execution_should_stop",
     "execution_snooze",
     "execution_start",
+    "executions_complete",
     "executions_create",
     "executions_hold",
     "executions_lock_expired",

@@ -29,6 +29,7 @@ from jobweaver.engine.store import attempts, named
 from jobweaver.engine.store import events as event_rows
 from jobweaver.engine.store import workflows as workflow_rows
 from jobweaver.engine.transitions import TRANSITIONS, WORKFLOW_TRANSITIONS, Transition
+from jobweaver.executor.models import AttemptOutcome
 from jobweaver.scheduler.models import ExecutionStatus, JobExecution, status_literal
 from jobweaver.workflows.models import Node, WorkflowStatus
 
@@ -409,6 +410,68 @@ def execution_complete(
         )
         is not None
     )
+
+
+@named("UPDATE RUNNING → COMPLETED for many tokens' holders, close their attempts, INSERT events")
+def executions_complete(transition: Transition, *, completions: list[dict]) -> list[uuid.UUID]:
+    """`execution_complete` for many executions at once (the executor's batched writer): one
+    statement whatever their number, each row fenced by its own token, the rows the fence
+    refuses left as they were. `completions`: {"job_id", "event_id", "steps_completed",
+    "total_steps", "log_lines", "result"} each (None: leave the attempt's value). Returns the
+    jobs completed. Not for a workflow's job: its completion settles its workflow."""
+    document = [
+        {
+            "job_id": str(c["job_id"]),
+            "event_id": str(c["event_id"]),
+            "steps_completed": c["steps_completed"],
+            "total_steps": c["total_steps"],
+            "log_lines": c["log_lines"],
+            "result": c["result"],
+        }
+        for c in completions
+    ]
+    events = [event.topic for event in transition.events]
+    with connection.cursor() as cursor:
+        cursor.execute(_complete_many_sql(transition.name), [json.dumps(document), *events])
+        return [job_id for job_id, *_ in cursor.fetchall()]
+
+
+@lru_cache(maxsize=4)
+def _complete_many_sql(name: str) -> str:
+    transition = TRANSITIONS[name]
+    qn = connection.ops.quote_name
+    table, jobs = qn(JobExecution._meta.db_table), qn(_job_model()._meta.db_table)
+    attempts_table = qn(attempts.ExecutionAttempt._meta.db_table)
+    events = [
+        event_rows.insert_select_sql(
+            "moved.job_id::text",
+            event_rows.payload_sql(event, _COMPLETED_SOURCES[event]),
+            "j.trace_id",
+            f"FROM moved JOIN {jobs} j ON j.id = moved.job_id",
+        )
+        for event in transition.events
+    ]
+    ctes = [
+        "clock AS MATERIALIZED (SELECT clock_timestamp() AS now)",
+        "batch AS MATERIALIZED (SELECT * FROM jsonb_to_recordset(%s::jsonb) AS b(job_id uuid, "
+        "event_id uuid, steps_completed int, total_steps int, log_lines jsonb, result jsonb))",
+        # Each row by its own token: a delivery is completed by one thread only, so two batches
+        # never hold the same row; the rescue and the cancels skip or take one row at a time.
+        f"moved AS (UPDATE {table} e SET {_moving(transition, 'clock.now')}, "
+        f"{_COMPLETED_ASSIGNMENTS} "
+        "FROM clock, batch b WHERE e.job_id = b.job_id AND e.current_event_id = b.event_id "
+        f"AND e.status IN ({_statuses(transition.sources)}) "
+        "RETURNING e.job_id, e.current_event_id, e.attempt_count, clock.now AS db_now)",
+        *(f"event{index} AS ({sql})" for index, sql in enumerate(events)),
+        f"closed AS (UPDATE {attempts_table} a SET outcome = '{AttemptOutcome.SUCCESS}', "
+        "error_message = '', finished_at = moved.db_now, "
+        "steps_completed = COALESCE(b.steps_completed, a.steps_completed), "
+        "total_steps = COALESCE(b.total_steps, a.total_steps), "
+        "log_lines = COALESCE(b.log_lines, a.log_lines), result = COALESCE(b.result, a.result) "
+        "FROM moved JOIN batch b ON b.event_id = moved.current_event_id "
+        f"WHERE a.event_id = b.event_id AND a.outcome = '{AttemptOutcome.RUNNING}')",
+    ]
+    return f"WITH {', '.join(ctes)} SELECT moved.job_id{_notify(transition)} FROM moved"
 
 
 @named(
