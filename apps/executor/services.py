@@ -57,13 +57,12 @@ def attempt_start(
     *, job_id: uuid.UUID, event_id: uuid.UUID, worker_id: str
 ) -> ClaimedAttempt | None:
     """Claim the execution for this delivery (DISPATCHED → RUNNING) and open its attempt, in
-    one statement; `worker_id` is "<host>:<pid>:<thread>", its executor process the part before
-    the last colon. None for a stale or duplicate delivery: the fence alone decides — a delivery
+    one statement shared with the deliveries that arrive at the same time (`_starts`);
+    `worker_id` is "<host>:<pid>:<thread>", its executor process the part before the last
+    colon. None for a stale or duplicate delivery: the fence alone decides — a delivery
     that already started finds its execution RUNNING or finished, or its token cleared."""
     serves = list(settings.JOBWEAVER_EXECUTOR_QUEUES)
-    started = executions.execution_start(
-        job_id=job_id, event_id=event_id, worker_id=worker_id, serves=serves
-    )
+    started = _starts().submit((job_id, event_id, worker_id))
     if started is None:
         if executions.execution_hand_back(job_id=job_id, event_id=event_id, serves=serves):
             logger.info(
@@ -150,7 +149,16 @@ def _complete_batch(completions: list) -> list[bool]:
     return [job_id in completed for job_id, _, _ in completions]
 
 
+def _start_batch(deliveries: list) -> list:
+    """One statement for the deliveries that arrived together (engine.executions_start)."""
+    started = executions.executions_start(
+        deliveries, serves=list(settings.JOBWEAVER_EXECUTOR_QUEUES)
+    )
+    return [started.get(job_id) for job_id, _, _ in deliveries]
+
+
 _writer: GroupCommit | None = None
+_start_writer: GroupCommit | None = None
 _writer_lock = threading.Lock()
 
 
@@ -165,6 +173,18 @@ def _completions() -> GroupCommit:
                 _complete_batch, max_batch=settings.JOBWEAVER_EXECUTOR_WRITE_BATCH
             )
         return _writer
+
+
+def _starts() -> GroupCommit:
+    """This process's writer of claims: deliveries that arrive while the previous claim
+    statement runs share the next one, as successes do (`_completions`)."""
+    global _start_writer
+    with _writer_lock:
+        if _start_writer is None:
+            _start_writer = GroupCommit(
+                _start_batch, max_batch=settings.JOBWEAVER_EXECUTOR_WRITE_BATCH
+            )
+        return _start_writer
 
 
 @transaction.atomic

@@ -1,7 +1,8 @@
-"""Successes written many to a statement (issue 34): each row fenced by its own token, a refused
-row unchanged, every completed job's attempt closed and its JobCompleted event written in the
-same statement; and, with real threads and connections, attempts that end together share
-statements while each thread returns only after its own row committed."""
+"""Claims and successes written many to a statement (issue 34): each row fenced by its own
+token, a refused row unchanged, every started job's attempt opened and every completed job's
+attempt closed and its JobCompleted event written in the same statement; and, with real
+threads and connections, attempts that end together share statements while each thread returns
+only after its own row committed."""
 
 from __future__ import annotations
 
@@ -22,9 +23,41 @@ from jobweaver.executor.services import attempt_finish
 from jobweaver.outbox.models import OutboxEvent
 from jobweaver.scheduler.invariants import check_invariants
 from jobweaver.scheduler.models import ExecutionStatus
-from jobweaver.scheduler.tests.factories import execution_of, started, submitted_job
+from jobweaver.scheduler.tests.factories import (
+    EXECUTOR,
+    dispatched,
+    execution_of,
+    started,
+    submitted_job,
+)
 
 LOG = [{"action": "LOG", "message": "x"}]
+
+
+@pytest.mark.django_db
+def test_one_statement_starts_every_current_delivery_and_leaves_the_others():
+    jobs = [submitted_job(LOG).id for _ in range(3)]
+    unserved = submitted_job(LOG, queueName="reports").id
+    deliveries = [(job_id, dispatched(job_id), f"{EXECUTOR}:t{n}") for n, job_id in enumerate(jobs)]
+    stale = (jobs[0], uuid.uuid4(), f"{EXECUTOR}:t9")
+    elsewhere = (unserved, dispatched(unserved), f"{EXECUTOR}:t8")
+
+    started_ = executions.executions_start([*deliveries, stale, elsewhere], serves=["default"])
+
+    assert set(started_) == set(jobs)
+    for job_id, event_id, worker_id in deliveries:
+        assert started_[job_id].attempt == 1
+        assert started_[job_id].instruction == {"steps": LOG}
+        execution = execution_of(job_id)
+        assert (execution.status, execution.worker_id) == ("RUNNING", EXECUTOR)
+        attempt = ExecutionAttempt.objects.get(event_id=event_id)
+        assert (attempt.worker_id, attempt.outcome, attempt.attempt) == (worker_id, "RUNNING", 1)
+        assert attempt.started_at == execution.started_at
+    assert ExecutionAttempt.objects.filter(event_id=stale[1]).count() == 0
+    # Not served here: still DISPATCHED, for the executor to hand back (execution_hand_back).
+    assert execution_of(unserved).status == ExecutionStatus.DISPATCHED
+    assert ExecutionAttempt.objects.filter(job_id=unserved).count() == 0
+    assert check_invariants() == []
 
 
 @pytest.mark.django_db
