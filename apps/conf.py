@@ -93,8 +93,13 @@ DEFAULTS: dict[str, object] = {
     "JOBWEAVER_READYZ_KAFKA_TIMEOUT_SECONDS": 1.0,
     "JOBWEAVER_READYZ_KAFKA_CACHE_SECONDS": 5.0,
     "JOBWEAVER_READYZ_DB_TIMEOUT_SECONDS": 1.0,
+    # A worker's metrics listener: its port (0 = off) and address; every metrics endpoint
+    # needs the bearer token and answers 404 while none is set (§17).
     "JOBWEAVER_METRICS_PORT": 0,
+    "JOBWEAVER_METRICS_BIND": "127.0.0.1",
     "JOBWEAVER_METRICS_TOKEN": "",
+    # The web's /metrics reads Kafka's consumer lag at most this often per process.
+    "JOBWEAVER_METRICS_KAFKA_CACHE_SECONDS": 5.0,
 }
 
 

@@ -43,9 +43,6 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # GET /metrics for Prometheus, before host validation and the HTTPS redirect (it scrapes
-    # pods by IP over plain HTTP).
-    "jobweaver_site.metrics.MetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # The request's X-Trace-Id in the context of its log lines (apps/core/logcontext.py).
     "jobweaver.core.logcontext.TraceContextMiddleware",
@@ -277,8 +274,9 @@ JOBWEAVER_SECURE_PROXY_SSL_HEADER = env.bool("JOBWEAVER_SECURE_PROXY_SSL_HEADER"
 if JOBWEAVER_SECURE_PROXY_SSL_HEADER:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env.bool("JOBWEAVER_SECURE_SSL_REDIRECT", default=not DEBUG)
-# The probes answer plain HTTP: load balancers and orchestrators call them from inside.
-SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+# The probes and /metrics answer plain HTTP: load balancers, orchestrators and Prometheus call
+# them from inside (the Host check still applies).
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 SECURE_HSTS_SECONDS = env.int("JOBWEAVER_SECURE_HSTS_SECONDS", default=0 if DEBUG else 31536000)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("JOBWEAVER_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
 SECURE_HSTS_PRELOAD = env.bool("JOBWEAVER_SECURE_HSTS_PRELOAD", default=True)
@@ -336,11 +334,19 @@ JOBWEAVER_HARD_TIMEOUT_GRACE_SECONDS = env.float("JOBWEAVER_HARD_TIMEOUT_GRACE_S
 JOBWEAVER_LOG_FORMAT = env.str("JOBWEAVER_LOG_FORMAT", default="plain")
 if JOBWEAVER_LOG_FORMAT not in ("plain", "json"):
     raise ImproperlyConfigured("JOBWEAVER_LOG_FORMAT must be plain or json")
-# Workers serve their Prometheus metrics on this port, one per process (0 = off); the web
+# Workers serve their Prometheus metrics on this port, one per process (0 = off), on this
+# address (127.0.0.1: this host only; compose and Helm say 0.0.0.0 for their scraper); the web
 # serves them at /metrics (apps/core/metrics.py).
 JOBWEAVER_METRICS_PORT = env.int("JOBWEAVER_METRICS_PORT", default=0)
-# When set, GET /metrics needs `Authorization: Bearer <token>` (empty: open; keep it internal).
+JOBWEAVER_METRICS_BIND = env.str("JOBWEAVER_METRICS_BIND", default="127.0.0.1")
+# Every metrics endpoint (the web's /metrics, the workers' ports) needs `Authorization: Bearer
+# <token>`; without a token they answer 404. `make run` writes a dev token into its .env.
 JOBWEAVER_METRICS_TOKEN = env.str("JOBWEAVER_METRICS_TOKEN", default="")
+# The web's /metrics reads Kafka's consumer lag at most this often per process (one scrape
+# opens a few short-lived Kafka clients); 0 reads it on every scrape.
+JOBWEAVER_METRICS_KAFKA_CACHE_SECONDS = env.float(
+    "JOBWEAVER_METRICS_KAFKA_CACHE_SECONDS", default=5
+)
 # The root log level of every process. The worker entry point hands it to Celery as its
 # --loglevel (jobweaver_site/workers.py), which sets the root logger's level in workers.
 JOBWEAVER_LOG_LEVEL = (env.str("JOBWEAVER_LOG_LEVEL", default="") or "INFO").upper()

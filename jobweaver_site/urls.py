@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from jobweaver.jobs.api import fallbacks
-from jobweaver_site import health
+from jobweaver_site import health, metrics
 
 urlpatterns = [
     # The operator's cockpit (live dashboard, dead-letter desk): admin pages, staff only.
@@ -12,6 +12,8 @@ urlpatterns = [
     path("", include("jobweaver.urls")),
     path("healthz", health.healthz),
     path("readyz", health.readyz),
+    # Prometheus, with a bearer token (jobweaver_site/metrics.py).
+    path("metrics", metrics.metrics),
 ]
 
 handler404 = fallbacks.not_found

@@ -63,8 +63,13 @@ def compose(tmp_path_factory) -> list[str]:
 
 
 def run_config(compose: list[str], *args: str, **secrets: str) -> subprocess.CompletedProcess:
-    # Only what a deployer would set: the test session's own DJANGO_SECRET_KEY must not leak in.
-    env = {k: v for k, v in os.environ.items() if k not in REQUIRED_SECRETS}
+    # Only what a deployer would set: the test session's own DJANGO_SECRET_KEY (and metrics
+    # token) must not leak in.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in REQUIRED_SECRETS and k != "JOBWEAVER_METRICS_TOKEN"
+    }
     env.update(secrets)
     return subprocess.run(
         [*compose, "config", *args],
@@ -179,3 +184,22 @@ def test_worker_health_checks_are_the_projects_probe(compose):
         )
         # Not running here, so not alive: the probe exists and says why.
         assert done.returncode == 1 and f"{role}: no heartbeat file" in done.stderr
+
+
+def test_prometheus_scrapes_every_metrics_endpoint_with_the_token(compose):
+    services = compose_services(compose)
+    unset = run_config(compose, **REQUIRED_SECRETS)
+    with_token = run_config(compose, **REQUIRED_SECRETS, JOBWEAVER_METRICS_TOKEN="scrape-me")
+    assert unset.returncode == 0 and with_token.returncode == 0, unset.stderr + with_token.stderr
+    tokened = yaml.safe_load(with_token.stdout)["services"]
+
+    # Prometheus on the compose network names the web `web`: an allowed host.
+    assert "web" in services["web"]["environment"]["DJANGO_ALLOWED_HOSTS"].split(",")
+    for name in ("web", "scheduler", *EXECUTOR_POOLS, "beat"):
+        assert services[name]["environment"]["JOBWEAVER_METRICS_TOKEN"] == ""  # 404: off
+        assert tokened[name]["environment"]["JOBWEAVER_METRICS_TOKEN"] == "scrape-me"
+    for name in ("scheduler", *EXECUTOR_POOLS, "beat"):
+        environment = services[name]["environment"]
+        # Reachable by Prometheus on the compose network (no port of theirs is published).
+        assert environment["JOBWEAVER_METRICS_BIND"] == "0.0.0.0"
+        assert environment["JOBWEAVER_METRICS_PORT"] == "9100"
