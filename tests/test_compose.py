@@ -186,6 +186,25 @@ def test_worker_health_checks_are_the_projects_probe(compose):
         assert done.returncode == 1 and f"{role}: no heartbeat file" in done.stderr
 
 
+def _published(port) -> tuple[str, str]:
+    """(host address, host port) of a published port, in either Compose's short or long form."""
+    if isinstance(port, dict):  # Compose v2: {"host_ip": ..., "published": ..., "target": ...}
+        return port.get("host_ip", ""), str(port["published"])
+    parts = str(port).split("/")[0].split(":")  # docker-compose 1.29: "127.0.0.1:8000:8000/tcp"
+    return (parts[0], parts[1]) if len(parts) == 3 else ("", parts[0])
+
+
+def test_plain_http_is_published_on_this_host_only(compose):
+    """The web speaks plain HTTP with cookies not marked secure: by default only this host
+    reaches it (a TLS proxy in front is how others do, docs/operations/security.md)."""
+    services = compose_services(compose)
+
+    assert [_published(port) for port in services["web"]["ports"]] == [("127.0.0.1", "8000")]
+    assert [name for name, service in services.items() if service.get("ports")] == ["web"]
+    environment = services["web"]["environment"]
+    assert environment["JOBWEAVER_SECURE_COOKIES"] == "0"  # fine on loopback, documented
+
+
 def test_prometheus_scrapes_every_metrics_endpoint_with_the_token(compose):
     services = compose_services(compose)
     unset = run_config(compose, **REQUIRED_SECRETS)
