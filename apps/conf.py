@@ -72,6 +72,8 @@ DEFAULTS: dict[str, object] = {
     "JOBWEAVER_SUBMIT_THROTTLE_WINDOW_SECONDS": 60.0,
     "JOBWEAVER_MAX_ACTIVE_JOBS_PER_USER": 10000,
     "JOBWEAVER_PRIORITY_PERMISSION_ABOVE": 6,
+    # A new API token expires after this many days unless created otherwise; 0: never (§17).
+    "JOBWEAVER_API_TOKEN_DEFAULT_DAYS": 90,
     # Python tasks (§13).
     "JOBWEAVER_TASK_MAX_PAYLOAD_BYTES": 32 * 1024,
     "JOBWEAVER_TASK_MAX_RESULT_BYTES": 256 * 1024,

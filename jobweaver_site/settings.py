@@ -267,6 +267,8 @@ JOBWEAVER_SUBMIT_THROTTLE_WINDOW_SECONDS = env.float(
 )
 JOBWEAVER_MAX_ACTIVE_JOBS_PER_USER = env.int("JOBWEAVER_MAX_ACTIVE_JOBS_PER_USER", default=10000)
 JOBWEAVER_PRIORITY_PERMISSION_ABOVE = env.int("JOBWEAVER_PRIORITY_PERMISSION_ABOVE", default=6)
+# A new API token expires after this many days unless created otherwise (0: never).
+JOBWEAVER_API_TOKEN_DEFAULT_DAYS = env.float("JOBWEAVER_API_TOKEN_DEFAULT_DAYS", default=90)
 
 # --- HTTPS and cookies: on unless DEBUG (`manage.py check --deploy` is clean) -----------------
 # Behind a TLS-terminating proxy, trust its X-Forwarded-Proto (only if it always sets it).

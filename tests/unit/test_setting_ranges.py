@@ -24,6 +24,8 @@ def test_the_defaults_are_in_range(settings):
         ("JOBWEAVER_METRICS_PORT", 70_000),
         ("JOBWEAVER_METRICS_KAFKA_CACHE_SECONDS", -0.5),
         ("JOBWEAVER_METRICS_KAFKA_CACHE_SECONDS", "5"),
+        ("JOBWEAVER_API_TOKEN_DEFAULT_DAYS", -1),
+        ("JOBWEAVER_API_TOKEN_DEFAULT_DAYS", 3651),
     ],
 )
 def test_out_of_range_is_an_error(settings, name, value):
