@@ -5,6 +5,7 @@ Defaults serve the dev stack started by `make run` (PostgreSQL on 127.0.0.1:5432
 process refuses to start.
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -40,6 +41,8 @@ INSTALLED_APPS = [
     *jobweaver.INSTALLED_APPS,
     # The example tasks of the quick start and the tests (not part of the library).
     "jobweaver_site.examples",
+    # Admin login throttling (below): the site's choice, not the library's (§14, §17).
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -59,6 +62,8 @@ MIDDLEWARE = [
     # An admin page whose statement met the lock or statement timeout: a page saying nothing
     # was changed, not a 500 (apps/dashboard/middleware.py).
     "jobweaver.dashboard.middleware.DatabaseGaveUpMiddleware",
+    # Turns a locked-out login into its 429 page; last, as django-axes asks.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "jobweaver_site.urls"
@@ -136,6 +141,29 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+
+# --- Admin logins: throttled per (username, IP) with a cool-off (ARCHITECTURE §17) --------------
+# django-axes counts failed logins; after JOBWEAVER_LOGIN_FAILURE_LIMIT of them the same
+# username from the same address is refused (429, even with the right password) until
+# JOBWEAVER_LOGIN_COOLOFF_SECONDS passed since the last failure; another address, or another
+# username, still logs in. A success clears the count. The address is REMOTE_ADDR: behind a
+# proxy that is the proxy's, so the lockout becomes per username (docs/operations/security.md).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out login before checking
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_ENABLED = env.bool("JOBWEAVER_LOGIN_THROTTLE", default=True)
+AXES_FAILURE_LIMIT = env.int("JOBWEAVER_LOGIN_FAILURE_LIMIT", default=5)
+_login_cooloff_seconds = env.float("JOBWEAVER_LOGIN_COOLOFF_SECONDS", default=900)
+AXES_COOLOFF_TIME = timedelta(seconds=_login_cooloff_seconds)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False  # no "AXES: BEGIN" line at every process start; lockouts still log
+if AXES_FAILURE_LIMIT < 1 or _login_cooloff_seconds <= 0:
+    raise ImproperlyConfigured(
+        "JOBWEAVER_LOGIN_FAILURE_LIMIT must be at least 1 and JOBWEAVER_LOGIN_COOLOFF_SECONDS "
+        "more than 0"
+    )
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
