@@ -9,6 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import environ
+from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
 import jobweaver
@@ -41,12 +42,16 @@ INSTALLED_APPS = [
     *jobweaver.INSTALLED_APPS,
     # The example tasks of the quick start and the tests (not part of the library).
     "jobweaver_site.examples",
-    # Admin login throttling (below): the site's choice, not the library's (§14, §17).
+    # Admin login throttling and the Content-Security-Policy (below): the site's choices, not
+    # the library's (§14, §17).
     "axes",
+    "csp",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Content-Security-Policy on every response, with a per-request nonce (below).
+    "csp.middleware.CSPMiddleware",
     # The request's X-Trace-Id in the context of its log lines (apps/core/logcontext.py).
     "jobweaver.core.logcontext.TraceContextMiddleware",
     # Static files (the admin's) from the web process itself, in the dev stack and in compose.
@@ -164,6 +169,24 @@ if AXES_FAILURE_LIMIT < 1 or _login_cooloff_seconds <= 0:
         "JOBWEAVER_LOGIN_FAILURE_LIMIT must be at least 1 and JOBWEAVER_LOGIN_COOLOFF_SECONDS "
         "more than 0"
     )
+
+# --- Content-Security-Policy (ARCHITECTURE §17), by django-csp ---------------------------------
+# Scripts only from this origin, or inline with this response's nonce (`nonce="{{
+# request.csp_nonce }}"`): never an injected <script> or an inline event handler. Styles also
+# inline: the admin's own JavaScript and Swagger UI set style attributes, and a style cannot run
+# code. No plugins, no framing (X-Frame-Options says DENY too), forms post to this origin only.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF, NONCE],
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "frame-ancestors": [NONE],
+        "form-action": [SELF],
+    },
+}
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
