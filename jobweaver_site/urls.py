@@ -3,7 +3,7 @@ from django.urls import include, path
 
 from jobweaver.dashboard.views import view_on_site
 from jobweaver.jobs.api import fallbacks
-from jobweaver_site import health
+from jobweaver_site import health, metrics
 
 urlpatterns = [
     # The operator's cockpit (live dashboard, dead-letter desk): admin pages, staff only.
@@ -15,6 +15,8 @@ urlpatterns = [
     path("", include("jobweaver.urls")),
     path("healthz", health.healthz),
     path("readyz", health.readyz),
+    # Prometheus, with a bearer token (jobweaver_site/metrics.py).
+    path("metrics", metrics.metrics),
 ]
 
 handler404 = fallbacks.not_found
