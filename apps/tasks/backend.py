@@ -27,6 +27,7 @@ from django.db import transaction
 from django.utils.version import PY311
 
 from jobweaver.conf import settings
+from jobweaver.core.authority import bound_user
 from jobweaver.core.errors import InvalidRequest, JobNotFound
 from jobweaver.core.names import checked_queue_name
 from jobweaver.jobs.kinds import TASK, kind_of
@@ -169,8 +170,8 @@ class JobWeaverBackend(TaskResultsBackend):
         submitted = job_submit(spec=spec, idempotency_key=getattr(task, "idempotency_key", None))
         if submitted.created:
             result = self._result(submitted.job, [], task=task)
-        else:  # an idempotent replay: the first job, as it is now
-            result = self.get_result(str(submitted.job.id))
+        else:  # an idempotent replay: the first job, as it is now (the enqueuer's authority)
+            result = self._read(str(submitted.job.id), user=None)
         transaction.on_commit(lambda: task_enqueued.send(type(self), task_result=result))
         return result
 
@@ -211,9 +212,13 @@ class JobWeaverBackend(TaskResultsBackend):
         )
 
     def get_result(self, result_id: str) -> TaskResult:
-        """The TaskResult of TASK job `result_id` (its job id), read from our tables."""
+        """The TaskResult of TASK job `result_id` (its job id), read from our tables: with the
+        server's authority, or, inside a request JobWeaver serves, as its user (§17)."""
+        return self._read(result_id, user=bound_user())
+
+    def _read(self, result_id: str, *, user) -> TaskResult:
         try:
-            job = job_get(job_id=str(result_id))
+            job = job_get(job_id=str(result_id), user=user)
         except JobNotFound:
             raise TaskResultDoesNotExist(result_id) from None
         if kind_of(job) is not TASK:

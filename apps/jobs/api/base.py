@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 
 from jobweaver.accounts.authentication import ApiTokenAuthentication
 from jobweaver.conf import settings
+from jobweaver.core.authority import acting_as
 from jobweaver.core.logcontext import TRACE_ID_PATTERN, log_context
 from jobweaver.jobs.api.errors import api_exception_handler
 from jobweaver.jobs.api.middleware import refused_body
@@ -44,3 +45,17 @@ class JobWeaverAPIView(APIView):
             trace_id = None
         with log_context(trace_id=trace_id):
             return super().dispatch(request, *args, **kwargs)
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)  # authenticates and checks permissions
+        # Code reached from here through the Tasks API reads as this user (§17), until the
+        # response is made.
+        self._acting = acting_as(request.user)
+        self._acting.__enter__()
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        acting = getattr(self, "_acting", None)
+        if acting is not None:
+            self._acting = None
+            acting.__exit__(None, None, None)
+        return super().finalize_response(request, response, *args, **kwargs)
