@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import sys
 
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import OperationalError
 
@@ -125,3 +126,18 @@ class JobWeaverCommand(BaseCommand):
                 self.stderr.write(f"{self.command_name}: error: {one_line}")
             sys.exit(code)
         raise CommandError(one_line or f"exit status {code}", returncode=code)
+
+
+def user_named(username: str | None):
+    """The active user a command runs as (`--user`/`--as`), or None: the command line's own,
+    trusted authority. An unknown or inactive name is bad input (exit 2)."""
+    if username is None:
+        return None
+    user_model = get_user_model()
+    try:
+        user = user_model._default_manager.get_by_natural_key(username)
+    except user_model.DoesNotExist:
+        raise CommandExit(f"unknown user {username!r}") from None
+    if not user.is_active:
+        raise CommandExit(f"user {username!r} is inactive")
+    return user

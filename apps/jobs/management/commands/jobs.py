@@ -5,8 +5,11 @@
   jobs retry ID… | --all-failed                       FAILED or CANCELLED → PENDING
   jobs cancel ID…                                     at once, or at the next checkpoint
 
-Each takes --json. Retry and cancel act on each job through the same services as the API and
-the admin, and report the done and the skipped (with why).
+Each takes --json, and --as USERNAME to run as that user (§17): then it sees and acts on what
+the user may in the API — their own jobs, or everyone's with jobs.view_all_jobs (seeing) and
+jobs.operate_all_jobs (acting); another user's job is "no such job". Without --as the command
+line is trusted and reaches every job. Retry and cancel act on each job through the same
+services as the API and the admin, and report the done and the skipped (with why).
 
 Exit codes: 0 done (every job acted on); 1 some job's state did not allow it (the others were
 still acted on); 2 bad input — a malformed or unknown id, an unknown status — and nothing was
@@ -17,12 +20,12 @@ from __future__ import annotations
 
 import json
 
-from jobweaver.core.commands import EXIT_FAILED, CommandExit, JobWeaverCommand
+from jobweaver.core.commands import EXIT_FAILED, CommandExit, JobWeaverCommand, user_named
 from jobweaver.core.errors import JobNotFound
 from jobweaver.core.timeutil import iso
 from jobweaver.jobs.models import Job, JobType
 from jobweaver.jobs.operations import BulkReport, jobs_bulk_apply
-from jobweaver.jobs.selectors import job_detail, job_list, parse_job_id
+from jobweaver.jobs.selectors import job_detail, job_list, owned_by, parse_job_id
 from jobweaver.scheduler.models import ExecutionStatus
 
 LIST_LIMIT_DEFAULT = 50
@@ -56,9 +59,16 @@ class Command(JobWeaverCommand):
         cancel.add_argument("job_ids", nargs="+", metavar="ID")
         for sub in (listing, show, retry, cancel):
             sub.add_argument("--json", action="store_true", help="machine-readable output")
+            sub.add_argument(
+                "--as",
+                dest="as_user",
+                metavar="USERNAME",
+                help="run as this user: only what they may see and do (§17)",
+            )
             sub.error = self._usage_error  # one line and exit 2, as for the main parser
 
     def handle(self, *args, **options):
+        options["user"] = user_named(options["as_user"])
         handler = {
             "list": self._list,
             "show": self._show,
@@ -76,7 +86,9 @@ class Command(JobWeaverCommand):
         statuses = options["status"] or [None]
         jobs: list[Job] = []
         for status in statuses:
-            page, _ = job_list(status=status, job_type=options["job_type"], size=limit)
+            page, _ = job_list(
+                user=options["user"], status=status, job_type=options["job_type"], size=limit
+            )
             jobs += page
         jobs = sorted(jobs, key=lambda job: (job.created_at, job.id), reverse=True)[:limit]
         if options["json"]:
@@ -98,7 +110,7 @@ class Command(JobWeaverCommand):
             )
 
     def _show(self, options) -> None:
-        detail = job_detail(job_id=options["job_id"])  # JobNotFound: exit 2
+        detail = job_detail(job_id=options["job_id"], user=options["user"])  # JobNotFound: exit 2
         if options["json"]:
             self.stdout.write(json.dumps(detail, indent=2))
             return
@@ -131,19 +143,18 @@ class Command(JobWeaverCommand):
     def _retry(self, options) -> None:
         if options["all_failed"] == bool(options["job_ids"]):
             raise CommandExit("give job ids or --all-failed (not both)")
+        user = options["user"]
         if options["all_failed"]:
-            ids = list(
-                Job.objects.filter(execution__status=ExecutionStatus.FAILED)
-                .order_by("created_at")
-                .values_list("id", flat=True)
-            )
+            failed = Job.objects.filter(execution__status=ExecutionStatus.FAILED)
+            ids = list(owned_by(failed, user).order_by("created_at").values_list("id", flat=True))
         else:
-            ids = _existing_ids(options["job_ids"])
-        self._report(jobs_bulk_apply(action="retry", job_ids=ids), options)
+            ids = _existing_ids(options["job_ids"], user)
+        self._report(jobs_bulk_apply(action="retry", job_ids=ids, user=user), options)
 
     def _cancel(self, options) -> None:
-        ids = _existing_ids(options["job_ids"])
-        self._report(jobs_bulk_apply(action="cancel", job_ids=ids), options)
+        user = options["user"]
+        ids = _existing_ids(options["job_ids"], user)
+        self._report(jobs_bulk_apply(action="cancel", job_ids=ids, user=user), options)
 
     def _report(self, report: BulkReport, options) -> None:
         if options["json"]:
@@ -172,11 +183,11 @@ class Command(JobWeaverCommand):
             raise CommandExit(returncode=EXIT_FAILED)
 
 
-def _existing_ids(raw_ids: list[str]) -> list:
-    """Parse every id and check that each job exists before acting on any: a typo changes
-    nothing (exit 2)."""
+def _existing_ids(raw_ids: list[str], user) -> list:
+    """Parse every id and check that each job exists, and that `user` (None: the trusted
+    command line) may see it, before acting on any: a typo changes nothing (exit 2)."""
     ids = [parse_job_id(raw) for raw in raw_ids]
-    found = set(Job.objects.filter(id__in=ids).values_list("id", flat=True))
+    found = set(owned_by(Job.objects.filter(id__in=ids), user).values_list("id", flat=True))
     missing = [str(job_id) for job_id in ids if job_id not in found]
     if missing:
         raise JobNotFound(f"no such job: {', '.join(missing)}")

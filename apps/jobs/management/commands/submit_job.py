@@ -16,10 +16,8 @@ import re
 import sys
 import time
 
-from django.contrib.auth import get_user_model
-
 from jobweaver.conf import settings
-from jobweaver.core.commands import EXIT_FAILED, CommandExit, JobWeaverCommand
+from jobweaver.core.commands import EXIT_FAILED, CommandExit, JobWeaverCommand, user_named
 from jobweaver.core.errors import InvalidRequest
 from jobweaver.core.jsonutil import loads_strict
 from jobweaver.jobs.selectors import job_detail
@@ -235,7 +233,7 @@ class Command(JobWeaverCommand):
         wait_timeout = self._wait_timeout(options)
         count = self._count(options)
         spec = self._job_spec(options)
-        user = self._user(options["user"])
+        user = user_named(options["user"])
         if count is not None:
             self._submit_copies(spec, user, count, as_json=options["json"])
             return
@@ -377,18 +375,6 @@ class Command(JobWeaverCommand):
         if field in overridden:
             return f"{overridden[field]}: {message}"
         return message
-
-    def _user(self, username: str | None):
-        if username is None:
-            return None
-        user_model = get_user_model()
-        try:
-            user = user_model._default_manager.get_by_natural_key(username)
-        except user_model.DoesNotExist:
-            raise CommandExit(f"unknown user {username!r}") from None
-        if not user.is_active:
-            raise CommandExit(f"user {username!r} is inactive")
-        return user
 
     def _follow(self, detail: dict, *, timeout: float, quiet_stdout: bool) -> dict:
         """Poll the job until it ends, printing a line whenever its status or progress moves.
