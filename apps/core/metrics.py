@@ -83,6 +83,12 @@ START_WAIT = Histogram(
     "From dispatched to running on an executor",
     buckets=WAIT_BUCKETS,
 )
+WRITE_BATCH = Histogram(
+    "jobweaver_executor_write_batch_size",
+    "Claims (start) or successes (complete) an executor wrote in one statement (group commit)",
+    ["kind"],
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128),
+)
 ATTEMPT_DURATION = Histogram(
     "jobweaver_attempt_duration_seconds",
     "Execution time of attempts ended by their executor, by outcome",

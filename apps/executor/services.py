@@ -17,6 +17,7 @@ from typing import Any
 from django.db import transaction
 
 from jobweaver.conf import settings
+from jobweaver.core import metrics
 from jobweaver.core.groupcommit import GroupCommit
 from jobweaver.engine import executions
 from jobweaver.engine.ledger import AttemptReport
@@ -145,12 +146,14 @@ def attempt_finish(
 
 def _complete_batch(completions: list) -> list[bool]:
     """One statement for the successes that waited together (engine.executions_complete)."""
+    metrics.WRITE_BATCH.labels("complete").observe(len(completions))
     completed = executions.executions_complete(completions)
     return [job_id in completed for job_id, _, _ in completions]
 
 
 def _start_batch(deliveries: list) -> list:
     """One statement for the deliveries that arrived together (engine.executions_start)."""
+    metrics.WRITE_BATCH.labels("start").observe(len(deliveries))
     started = executions.executions_start(
         deliveries, serves=list(settings.JOBWEAVER_EXECUTOR_QUEUES)
     )

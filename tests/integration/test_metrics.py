@@ -117,6 +117,17 @@ def test_counters_histograms_and_gauges_move_with_jobs(stack, live_db):
         moved(after_executors, before_executors, "jobweaver_transitions_total", name="complete")
         >= 2
     )
+    # Each claim and each success went through the executors' group commit (issue 34).
+    for kind, at_least in (("start", 3), ("complete", 2)):
+        assert (
+            moved(
+                after_executors,
+                before_executors,
+                "jobweaver_executor_write_batch_size_sum",
+                kind=kind,
+            )
+            >= at_least
+        )
     # Cluster gauges, from PostgreSQL at scrape time.
     assert web.value("jobweaver_metrics_source_up", source="postgresql") == 1
     assert web.value("jobweaver_metrics_source_up", source="kafka") == 1

@@ -351,7 +351,7 @@ def executions_start(
     with connection.cursor() as cursor:
         cursor.execute(
             _start_many_sql(transition.name),
-            [json.dumps(document), executor_id, lease, list(serves)],
+            [json.dumps(document), executor_id, lease, [d[0] for d in deliveries], list(serves)],
         )
         rows = cursor.fetchall()
     started = {}
@@ -374,7 +374,11 @@ def _start_many_sql(name: str) -> str:
         f"moved AS (UPDATE {table} e SET {_moving(transition, 'clock.now')}, "
         "started_at = clock.now, worker_id = %s, attempt_count = e.attempt_count + 1, "
         "lease_expires_at = clock.now + %s "
-        "FROM clock, batch b WHERE e.job_id = b.job_id AND e.current_event_id = b.event_id "
+        # The job ids again as an array: an index probe per id (the unique job_id index). Joined
+        # to the batch alone (which the planner guesses at 100 rows), it hashed the batch and
+        # scanned jw_execution_live_leases whole, dead entries included (bench/NOTES.md).
+        "FROM clock, batch b WHERE e.job_id = ANY(%s::uuid[]) "
+        "AND e.job_id = b.job_id AND e.current_event_id = b.event_id "
         f"AND e.status IN ({_statuses(transition.sources)}) AND e.queue_name = ANY(%s) "
         f"RETURNING {_execution_columns('e')}, clock.now AS db_now)",
         f"opened AS ({attempts.open_many_step()})",
@@ -457,7 +461,10 @@ def executions_complete(transition: Transition, *, completions: list[dict]) -> l
     ]
     events = [event.topic for event in transition.events]
     with connection.cursor() as cursor:
-        cursor.execute(_complete_many_sql(transition.name), [json.dumps(document), *events])
+        job_ids = [c["job_id"] for c in completions]
+        cursor.execute(
+            _complete_many_sql(transition.name), [json.dumps(document), job_ids, *events]
+        )
         return [job_id for job_id, *_ in cursor.fetchall()]
 
 
@@ -484,7 +491,11 @@ def _complete_many_sql(name: str) -> str:
         # never hold the same row; the rescue and the cancels skip or take one row at a time.
         f"moved AS (UPDATE {table} e SET {_moving(transition, 'clock.now')}, "
         f"{_COMPLETED_ASSIGNMENTS} "
-        "FROM clock, batch b WHERE e.job_id = b.job_id AND e.current_event_id = b.event_id "
+        # The job ids again as an array: an index probe per id (the unique job_id index). Joined
+        # to the batch alone (which the planner guesses at 100 rows), it hashed the batch and
+        # scanned jw_execution_live_leases whole, dead entries included (bench/NOTES.md).
+        "FROM clock, batch b WHERE e.job_id = ANY(%s::uuid[]) "
+        "AND e.job_id = b.job_id AND e.current_event_id = b.event_id "
         f"AND e.status IN ({_statuses(transition.sources)}) "
         "RETURNING e.job_id, e.current_event_id, e.attempt_count, clock.now AS db_now)",
         *(f"event{index} AS ({sql})" for index, sql in enumerate(events)),
