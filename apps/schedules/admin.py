@@ -1,5 +1,7 @@
 """Schedules in the admin: list with the next run, add and change through the services (so the
-same validation as the API and the CLI), pause and resume as actions."""
+same validation as the API and the CLI), pause and resume as actions. As everywhere (§17): a
+user sees their own schedules, or every one with jobs.view_all_jobs, and acts on another
+user's (or an ownerless one) only with jobs.operate_all_jobs."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 
 from jobweaver.core.errors import JobWeaverError
+from jobweaver.jobs.selectors import may_operate, owned_by
 from jobweaver.schedules.models import Schedule, ScheduleSource
 from jobweaver.schedules.services import (
     schedule_create,
@@ -69,6 +72,7 @@ class ScheduleAdmin(admin.ModelAdmin):
     form = ScheduleForm
     list_display = [
         "name",
+        "owner",
         "when",
         "enabled",
         "source",
@@ -77,7 +81,7 @@ class ScheduleAdmin(admin.ModelAdmin):
         "last_error",
     ]
     list_filter = ["enabled", "source", "misfire_policy"]
-    search_fields = ["name"]
+    search_fields = ["name", "owner__username"]
     ordering = ["name"]
     readonly_fields = [
         "template_as_json",
@@ -85,22 +89,28 @@ class ScheduleAdmin(admin.ModelAdmin):
         "last_slot_at",
         "last_job_id",
         "last_error",
-        "created_by",
+        "owner",
         "created_at",
         "updated_at",
     ]
     actions = ["pause", "resume"]
 
-    def has_change_permission(self, request: HttpRequest, obj: Schedule | None = None) -> bool:
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Schedule]:
+        """One's own schedules, or everyone's with jobs.view_all_jobs (§17)."""
+        return owned_by(super().get_queryset(request), request.user, owner="owner")
+
+    def _may_act(self, request: HttpRequest, obj: Schedule | None) -> bool:
         # A schedule declared in code (@periodic) changes with the code: shown, never edited.
-        if obj is not None and obj.source == ScheduleSource.CODE:
-            return False
-        return super().has_change_permission(request, obj)
+        # Another user's (or an ownerless one) needs jobs.operate_all_jobs.
+        if obj is None:
+            return True
+        return obj.source != ScheduleSource.CODE and may_operate(request.user, obj.owner_id)
+
+    def has_change_permission(self, request: HttpRequest, obj: Schedule | None = None) -> bool:
+        return super().has_change_permission(request, obj) and self._may_act(request, obj)
 
     def has_delete_permission(self, request: HttpRequest, obj: Schedule | None = None) -> bool:
-        if obj is not None and obj.source == ScheduleSource.CODE:
-            return False
-        return super().has_delete_permission(request, obj)
+        return super().has_delete_permission(request, obj) and self._may_act(request, obj)
 
     def get_readonly_fields(self, request: HttpRequest, obj=None):
         # The name is the schedule's handle in the API and the CLI: fixed once created.
@@ -124,34 +134,50 @@ class ScheduleAdmin(admin.ModelAdmin):
                 job_template=data["job_template"],
                 misfire_policy=data["misfire_policy"],
                 enabled=data["enabled"],
-                created_by=request.user,
+                owner=request.user,
             )
         else:
             # Only what the form changed: an unchanged rule keeps its next slot.
             changed = set(form.changed_data)
             changes = dict(rule) if changed & {*RULE_FIELDS} else {}
             changes |= {name: data[name] for name in OTHER_FIELDS if name in changed}
-            saved = schedule_update(name=obj.name, changes=changes) if changes else obj
+            saved = (
+                schedule_update(schedule_id=obj.pk, changes=changes, user=request.user)
+                if changes
+                else obj
+            )
         obj.pk, obj.next_run_at = saved.pk, saved.next_run_at
         obj._state.adding = False
 
     def delete_model(self, request: HttpRequest, obj: Schedule) -> None:
-        schedule_delete(name=obj.name)
+        schedule_delete(schedule_id=obj.pk, user=request.user)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
-        for schedule in queryset:
-            schedule_delete(name=schedule.name)
+        # Django's "delete selected" says how many it deleted; only the skipped are named here.
+        self._each(request, queryset, schedule_delete, "deleted", quiet=True)
 
     @admin.action(description="Pause selected schedules", permissions=["change"])
     def pause(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
-        for schedule in queryset:
-            schedule_disable(name=schedule.name)
-        messages.success(request, f"{queryset.count()} schedule(s) paused")
+        self._each(request, queryset, schedule_disable, "paused")
 
     @admin.action(
         description="Resume selected schedules (from their next slot)", permissions=["change"]
     )
     def resume(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
+        self._each(request, queryset, schedule_enable, "resumed")
+
+    def _each(self, request: HttpRequest, queryset, action, verb: str, quiet=False) -> None:
+        """`action` on each selected schedule as the user; one the user may not act on (another
+        user's, one declared in code) is skipped and named."""
+        done, skipped = 0, []
         for schedule in queryset:
-            schedule_enable(name=schedule.name)
-        messages.success(request, f"{queryset.count()} schedule(s) resumed")
+            try:
+                action(schedule_id=schedule.pk, user=request.user)
+            except JobWeaverError as exc:
+                skipped.append(f"{schedule.name}: {exc.message}")
+            else:
+                done += 1
+        if not quiet:
+            messages.success(request, f"{done} schedule(s) {verb}")
+        if skipped:
+            messages.warning(request, f"{len(skipped)} skipped: " + "; ".join(skipped))

@@ -38,7 +38,7 @@ from jobweaver.jobs.validation import JobSpec
 from jobweaver.schedules import slots
 from jobweaver.schedules.models import Schedule, ScheduleSource
 from jobweaver.schedules.periodic import Periodic, declarations
-from jobweaver.schedules.selectors import schedule_get
+from jobweaver.schedules.selectors import schedule_to_operate
 from jobweaver.schedules.validation import (
     clean_enabled,
     clean_job_template,
@@ -95,21 +95,22 @@ def schedule_create(
     interval_seconds: int | None = None,
     misfire_policy: str = slots.SKIP,
     enabled: bool = True,
-    created_by=None,
+    owner=None,
     now: datetime | None = None,
 ) -> Schedule:
-    """Validate and store a schedule; its first slot is the rule's first after `now`. A bad
-    definition raises InvalidRequest (a priority its owner may not submit, Forbidden) and
-    stores nothing."""
+    """Validate and store a schedule of `owner` (None: ownerless, the command line's); its first
+    slot is the rule's first after `now`. A bad definition raises InvalidRequest (a priority
+    its owner may not submit, Forbidden) and stores nothing. Names are unique per owner, and
+    among the ownerless schedules."""
     name = clean_name(name)
     rule_fields = clean_rule(
         cron_expression=cron_expression, time_zone=time_zone, interval_seconds=interval_seconds
     )
-    _check_template_allowed(clean_job_template(job_template), created_by)
+    _check_template_allowed(clean_job_template(job_template), owner)
     misfire_policy = clean_misfire_policy(misfire_policy)
     enabled = clean_enabled(enabled)
-    if Schedule.objects.filter(name=name).exists():
-        raise InvalidRequest(f"a schedule named {name!r} already exists")
+    if Schedule.objects.filter(name=name, owner=owner).exists():
+        raise InvalidRequest(_taken(name, owner))
     schedule = Schedule(
         name=name,
         cron_expression=rule_fields.cron_expression,
@@ -119,30 +120,44 @@ def schedule_create(
         misfire_policy=misfire_policy,
         enabled=enabled,
         next_run_at=_first_slot(rule_fields.rule, _now(now)) if enabled else None,
-        created_by=created_by,
+        owner=owner,
     )
     try:
         with transaction.atomic():
             schedule.save(force_insert=True)
     except IntegrityError:  # created concurrently under the same name
-        raise InvalidRequest(f"a schedule named {name!r} already exists") from None
+        raise InvalidRequest(_taken(name, owner)) from None
     logger.info("schedule %s created (%s)", name, schedule.when)
     return schedule
 
 
+def _taken(name: str, owner) -> str:
+    if owner is None:
+        return f"a schedule named {name!r} without an owner already exists"
+    return f"{owner.get_username()} already has a schedule named {name!r}"
+
+
 @transaction.atomic
 def schedule_update(
-    *, name: str, changes: dict[str, Any], user=None, now: datetime | None = None
+    *,
+    name: str | None = None,
+    owner: str | None = None,
+    schedule_id: uuid.UUID | None = None,
+    changes: dict[str, Any],
+    user=None,
+    now: datetime | None = None,
 ) -> Schedule:
-    """Change some of a schedule's fields (UPDATABLE). A new rule, or enabling it, starts it
-    afresh at the rule's first slot after `now`: slots before are not caught up. Switching
-    between cron and interval: give the one, the other is cleared."""
+    """Change some of a schedule's fields (UPDATABLE). The schedule is addressed by `name`
+    (and `owner`, a username) or `schedule_id` as `schedule_get` says; another user's needs
+    jobs.operate_all_jobs. A new rule, or enabling it, starts it afresh at the rule's first slot
+    after `now`: slots before are not caught up. Switching between cron and interval: give the
+    one, the other is cleared."""
     unknown = sorted(set(changes) - set(UPDATABLE))
     if unknown:
         raise InvalidRequest(f"cannot change: {', '.join(unknown)}")
     if "cron_expression" in changes and "interval_seconds" in changes:
         raise InvalidRequest("give exactly one of cron (with timeZone) or intervalSeconds")
-    schedule = schedule_get(name=name, user=user, for_update=True)
+    schedule = schedule_to_operate(name=name, owner=owner, schedule_id=schedule_id, user=user)
     _refuse_code_schedule(schedule)
     rule_changed = {"cron_expression", "time_zone", "interval_seconds"} & set(changes)
     if rule_changed:
@@ -158,7 +173,7 @@ def schedule_update(
         schedule.time_zone = rule_fields.time_zone
         schedule.interval_seconds = rule_fields.interval_seconds
     if "job_template" in changes:
-        _check_template_allowed(clean_job_template(changes["job_template"]), schedule.created_by)
+        _check_template_allowed(clean_job_template(changes["job_template"]), schedule.owner)
         schedule.job_template = changes["job_template"]
     if "misfire_policy" in changes:
         schedule.misfire_policy = clean_misfire_policy(changes["misfire_policy"])
@@ -172,28 +187,35 @@ def schedule_update(
     elif rule_changed or enabling:
         schedule.next_run_at = _first_slot(schedule.rule, _now(now))
     schedule.save()
-    logger.info("schedule %s updated: %s", name, ", ".join(sorted(changes)) or "nothing")
+    logger.info("schedule %s updated: %s", schedule.name, ", ".join(sorted(changes)) or "nothing")
     return schedule
 
 
-def schedule_enable(*, name: str, user=None, now: datetime | None = None) -> Schedule:
-    """Resume a schedule at its first slot after `now` (slots while paused are not caught up);
-    a no-op on an enabled one."""
-    return schedule_update(name=name, changes={"enabled": True}, user=user, now=now)
+def schedule_enable(*, user=None, now: datetime | None = None, **address) -> Schedule:
+    """Resume a schedule (addressed as for `schedule_update`) at its first slot after `now`
+    (slots while paused are not caught up); a no-op on an enabled one."""
+    return schedule_update(**address, changes={"enabled": True}, user=user, now=now)
 
 
-def schedule_disable(*, name: str, user=None) -> Schedule:
-    """Pause a schedule: no slot fires until it is enabled again."""
-    return schedule_update(name=name, changes={"enabled": False}, user=user)
+def schedule_disable(*, user=None, **address) -> Schedule:
+    """Pause a schedule (addressed as for `schedule_update`): no slot fires until it is
+    enabled again."""
+    return schedule_update(**address, changes={"enabled": False}, user=user)
 
 
 @transaction.atomic
-def schedule_delete(*, name: str, user=None) -> None:
-    """Delete a schedule. The jobs it submitted stay."""
-    schedule = schedule_get(name=name, user=user, for_update=True)
+def schedule_delete(
+    *,
+    name: str | None = None,
+    owner: str | None = None,
+    schedule_id: uuid.UUID | None = None,
+    user=None,
+) -> None:
+    """Delete a schedule (addressed as for `schedule_update`). The jobs it submitted stay."""
+    schedule = schedule_to_operate(name=name, owner=owner, schedule_id=schedule_id, user=user)
     _refuse_code_schedule(schedule)
     schedule.delete()
-    logger.info("schedule %s deleted", name)
+    logger.info("schedule %s deleted", schedule.name)
 
 
 # --- schedules declared in code ------------------------------------------------------------------
@@ -219,7 +241,9 @@ def schedules_sync_code(*, now: datetime | None = None) -> Synced:
     ones, update the changed ones (a new rule starts at its first slot after `now`; a disabled
     one is enabled again), disable the ones the code no longer declares. Idempotent, and
     serialized by an advisory lock, so several processes may sync at once. A declaration whose
-    name an API schedule holds is skipped and logged: the operator's schedule stays."""
+    name an ownerless API schedule holds (one made from the command line: code schedules share
+    their namespace) is skipped and logged: the operator's schedule stays. Users' schedules
+    have names of their own and never collide."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [SYNC_LOCK_KEY])
     declared = declarations()
@@ -227,7 +251,7 @@ def schedules_sync_code(*, now: datetime | None = None) -> Synced:
     existing = {
         schedule.name: schedule
         for schedule in Schedule.objects.select_for_update().filter(
-            Q(source=ScheduleSource.CODE) | Q(name__in=list(declared))
+            Q(source=ScheduleSource.CODE) | Q(owner=None, name__in=list(declared))
         )
     }
     for name, declaration in sorted(declared.items()):
@@ -261,7 +285,7 @@ def _code_schedule(declaration: Periodic, now: datetime | None) -> Schedule:
     schedule = Schedule(
         name=declaration.name,
         source=ScheduleSource.CODE,
-        created_by=None,
+        owner=None,
         **_declared_fields(declaration),
     )
     schedule.next_run_at = _first_slot(schedule.rule, _now(now))
@@ -335,7 +359,7 @@ def _fire_next_due(*, now: datetime, fired: set[uuid.UUID]) -> Firing | None:
     """
     schedule = (
         Schedule.objects.select_for_update(skip_locked=True, of=("self",))
-        .select_related("created_by")
+        .select_related("owner")
         .filter(enabled=True, next_run_at__lte=now)
         .exclude(id__in=fired)
         .order_by("next_run_at", "id")
@@ -398,7 +422,7 @@ def _fire(schedule: Schedule, now: datetime) -> Firing:
 def _submit_slots(schedule: Schedule, due: tuple[datetime, ...], firing: Firing) -> None:
     if not due:
         return
-    owner = schedule.created_by
+    owner = schedule.owner
     if owner is not None and not owner.is_active:
         raise Forbidden(f"the schedule's owner {owner.get_username()!r} is inactive")
     spec = clean_job_template(schedule.job_template)
