@@ -57,6 +57,10 @@ UPDATABLE = (
     "misfire_policy",
     "enabled",
 )
+# What the schedule submits, and when: a user who changes any of these makes it theirs (§17).
+# Pausing and resuming (`enabled`) change neither, and leave the owner as it was.
+DEFINITION = frozenset(UPDATABLE) - {"enabled"}
+ADD_JOB = "jobweaver_jobs.add_job"
 
 
 def _now(now: datetime | None) -> datetime:
@@ -75,6 +79,14 @@ def _refuse_code_schedule(schedule: Schedule) -> None:
     if schedule.source == ScheduleSource.CODE:
         raise InvalidStateTransition(
             f"schedule {schedule.name!r} is declared in code (@periodic): change it there"
+        )
+
+
+def _check_may_submit(owner) -> None:
+    """A schedule submits jobs as its owner: the owner needs jobs.add_job (§17)."""
+    if owner is not None and not holds(owner, ADD_JOB):
+        raise Forbidden(
+            f"a schedule submits jobs as its owner, which needs the {ADD_JOB} permission"
         )
 
 
@@ -103,6 +115,7 @@ def schedule_create(
     its owner may not submit, Forbidden) and stores nothing. Names are unique per owner, and
     among the ownerless schedules."""
     name = clean_name(name)
+    _check_may_submit(owner)
     rule_fields = clean_rule(
         cron_expression=cron_expression, time_zone=time_zone, interval_seconds=interval_seconds
     )
@@ -151,7 +164,14 @@ def schedule_update(
     (and `owner`, a username) or `schedule_id` as `schedule_get` says; another user's needs
     jobs.operate_all_jobs. A new rule, or enabling it, starts it afresh at the rule's first slot
     after `now`: slots before are not caught up. Switching between cron and interval: give the
-    one, the other is cleared."""
+    one, the other is cleared.
+
+    A `user` who changes what the schedule submits or when (DEFINITION) becomes its owner: from
+    then on it submits as them, so the schedule is checked as if they had created it (jobs.add_job,
+    the template's priority, a name free among theirs). Otherwise an ownerless schedule (the
+    command line's) would be a way around the priority permission, the cap and the throttle,
+    and another user's a way to submit as them. A trusted caller (`user=None`) changes nothing
+    of the ownership."""
     unknown = sorted(set(changes) - set(UPDATABLE))
     if unknown:
         raise InvalidRequest(f"cannot change: {', '.join(unknown)}")
@@ -159,6 +179,9 @@ def schedule_update(
         raise InvalidRequest("give exactly one of cron (with timeZone) or intervalSeconds")
     schedule = schedule_to_operate(name=name, owner=owner, schedule_id=schedule_id, user=user)
     _refuse_code_schedule(schedule)
+    takes_over = user is not None and bool(DEFINITION & set(changes))
+    if takes_over:
+        _take_over(schedule, user)
     rule_changed = {"cron_expression", "time_zone", "interval_seconds"} & set(changes)
     if rule_changed:
         if "interval_seconds" in changes:
@@ -172,9 +195,10 @@ def schedule_update(
         schedule.cron_expression = rule_fields.cron_expression
         schedule.time_zone = rule_fields.time_zone
         schedule.interval_seconds = rule_fields.interval_seconds
-    if "job_template" in changes:
-        _check_template_allowed(clean_job_template(changes["job_template"]), schedule.owner)
-        schedule.job_template = changes["job_template"]
+    if "job_template" in changes or takes_over:
+        template = changes.get("job_template", schedule.job_template)
+        _check_template_allowed(clean_job_template(template), schedule.owner)
+        schedule.job_template = template
     if "misfire_policy" in changes:
         schedule.misfire_policy = clean_misfire_policy(changes["misfire_policy"])
     enabling = False
@@ -186,9 +210,28 @@ def schedule_update(
         schedule.next_run_at = None
     elif rule_changed or enabling:
         schedule.next_run_at = _first_slot(schedule.rule, _now(now))
-    schedule.save()
-    logger.info("schedule %s updated: %s", schedule.name, ", ".join(sorted(changes)) or "nothing")
+    try:
+        with transaction.atomic():
+            schedule.save()
+    except IntegrityError:  # the new owner created one of that name meanwhile
+        raise InvalidRequest(_taken(schedule.name, schedule.owner)) from None
+    logger.info(
+        "schedule %s updated: %s%s",
+        schedule.name,
+        ", ".join(sorted(changes)) or "nothing",
+        f"; it submits as {user.get_username()} from now on" if takes_over else "",
+    )
     return schedule
+
+
+def _take_over(schedule: Schedule, user) -> None:
+    """Make `user` the owner of `schedule` (locked by the caller), as `schedule_update` says."""
+    _check_may_submit(user)
+    if schedule.owner_id == user.pk:
+        return
+    if Schedule.objects.filter(owner=user, name=schedule.name).exists():
+        raise InvalidRequest(_taken(schedule.name, user))
+    schedule.owner = user
 
 
 def schedule_enable(*, user=None, now: datetime | None = None, **address) -> Schedule:
@@ -425,6 +468,7 @@ def _submit_slots(schedule: Schedule, due: tuple[datetime, ...], firing: Firing)
     owner = schedule.owner
     if owner is not None and not owner.is_active:
         raise Forbidden(f"the schedule's owner {owner.get_username()!r} is inactive")
+    _check_may_submit(owner)  # a permission the owner may have lost since
     spec = clean_job_template(schedule.job_template)
     for slot in due:
         key = slots.slot_key(schedule.id, slot)

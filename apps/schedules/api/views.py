@@ -13,6 +13,10 @@ Names are per owner (ARCHITECTURE §17): `{name}` is one of yours; operators add
 owner's with `?owner=<username>` (and the list takes it as a filter). Another owner's schedule
 is a 404 to anyone who may not see it, the same as a missing one; acting on it needs
 jobs.operate_all_jobs (403 otherwise).
+
+Changing what a schedule submits or when (PATCH of anything but `enabled`) makes the requesting
+user its owner: it submits as them from then on, checked against their permissions (add_job,
+the template's priority). Pause and resume leave the owner as it was.
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ from jobweaver.schedules.services import (
 from jobweaver.schedules.validation import parse_schedule_request
 
 VIEW = ("jobweaver_schedules.view_schedule",)
-ADD = ("jobweaver_schedules.add_schedule",)
+# A schedule submits jobs as its owner: creating one needs add_job too (§17).
+ADD = ("jobweaver_schedules.add_schedule", "jobweaver_jobs.add_job")
 CHANGE = ("jobweaver_schedules.change_schedule",)
 DELETE = ("jobweaver_schedules.delete_schedule",)
 MAX_USERNAME_CHARS = 255
@@ -109,7 +114,8 @@ class ScheduleDetailView(ScheduleView):
 
     @extend_schema(
         operation_id="schedules_update",
-        summary="Change some fields; a new rule (or enabled: true) starts at its next slot",
+        summary="Change some fields; a new rule (or enabled: true) starts at its next slot. "
+        "Changing anything but enabled makes you the owner: it submits as you from then on",
         request=schema.ScheduleChange,
         parameters=[schema.NAME, schema.OWNER],
         responses={

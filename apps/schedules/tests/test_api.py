@@ -15,7 +15,9 @@ from jobweaver.schedules.tests.helpers import TEMPLATE
 
 pytestmark = pytest.mark.django_db
 
+# A schedule submits jobs as its owner: managing schedules takes add_job too (§17).
 MANAGER = (
+    "jobweaver_jobs.add_job",
     "jobweaver_schedules.view_schedule",
     "jobweaver_schedules.add_schedule",
     "jobweaver_schedules.change_schedule",

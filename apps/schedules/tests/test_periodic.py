@@ -106,7 +106,10 @@ def test_a_users_schedule_of_the_same_name_does_not_stop_the_sync():
     """Users' schedules have names of their own: only an ownerless one shares the code's."""
     Schedule.objects.filter(name=DIGEST).delete()
     schedule_create(
-        name=DIGEST, job_template=TEMPLATE, interval_seconds=600, owner=make_user("someone")
+        name=DIGEST,
+        job_template=TEMPLATE,
+        interval_seconds=600,
+        owner=make_user("someone", "jobweaver_jobs.add_job"),
     )
 
     assert schedules_sync_code(now=NOW).created == [DIGEST]

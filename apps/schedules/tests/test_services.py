@@ -231,7 +231,7 @@ def test_names_are_unique_per_owner_and_among_the_ownerless():
 @pytest.mark.parametrize("owned", [True, False])
 def test_the_database_holds_a_name_once_per_owner(owned):
     """The constraints behind the services' check, for two creates racing past it."""
-    owner = make_user("racer") if owned else None
+    owner = make_user("racer", *SUBMITTER) if owned else None
     schedule_create(name="raced", interval_seconds=60, job_template=TEMPLATE, owner=owner)
     twin = Schedule.objects.get()
     twin.pk = None
