@@ -231,6 +231,11 @@ JOBWEAVER_SCHEDULES_INTERVAL_SECONDS = env.float("JOBWEAVER_SCHEDULES_INTERVAL_S
 JOBWEAVER_SCHEDULES_MISFIRE_GRACE_SECONDS = env.float(
     "JOBWEAVER_SCHEDULES_MISFIRE_GRACE_SECONDS", default=60
 )
+# A schedule (API, admin, CLI) fires at most this often: an interval at least this long, a
+# cron's closest slots at least this far apart (§17).
+JOBWEAVER_MIN_SCHEDULE_INTERVAL_SECONDS = env.float(
+    "JOBWEAVER_MIN_SCHEDULE_INTERVAL_SECONDS", default=60
+)
 
 # --- Submission limits (ARCHITECTURE §7) ------------------------------------------------------
 JOBWEAVER_MAX_STEPS = env.int("JOBWEAVER_MAX_STEPS", default=100)

@@ -82,6 +82,24 @@ def _refuse_code_schedule(schedule: Schedule) -> None:
         )
 
 
+def _check_min_interval(rule: slots.Rule, now: datetime) -> None:
+    """A schedule fires at most every JOBWEAVER_MIN_SCHEDULE_INTERVAL_SECONDS (§17): an
+    interval that long at least, and a cron whose closest two slots are that far apart."""
+    minimum = settings.JOBWEAVER_MIN_SCHEDULE_INTERVAL_SECONDS
+    closest = slots.closest_slots_seconds(rule, after=now)
+    if closest >= minimum:
+        return
+    setting = "JOBWEAVER_MIN_SCHEDULE_INTERVAL_SECONDS"
+    if isinstance(rule, slots.IntervalRule):
+        raise InvalidRequest(
+            f"intervalSeconds must be at least {minimum:g} ({setting}), got {rule.seconds}"
+        )
+    raise InvalidRequest(
+        f"cron {rule.expression!r} fires {closest:g} s apart: a schedule may fire at most every "
+        f"{minimum:g} s ({setting})"
+    )
+
+
 def _check_may_submit(owner) -> None:
     """A schedule submits jobs as its owner: the owner needs jobs.add_job (§17)."""
     if owner is not None and not holds(owner, ADD_JOB):
@@ -119,6 +137,7 @@ def schedule_create(
     rule_fields = clean_rule(
         cron_expression=cron_expression, time_zone=time_zone, interval_seconds=interval_seconds
     )
+    _check_min_interval(rule_fields.rule, _now(now))
     _check_template_allowed(clean_job_template(job_template), owner)
     misfire_policy = clean_misfire_policy(misfire_policy)
     enabled = clean_enabled(enabled)
@@ -180,6 +199,7 @@ def schedule_update(
     schedule = schedule_to_operate(name=name, owner=owner, schedule_id=schedule_id, user=user)
     _refuse_code_schedule(schedule)
     takes_over = user is not None and bool(DEFINITION & set(changes))
+    changes_hands = takes_over and schedule.owner_id != user.pk
     if takes_over:
         _take_over(schedule, user)
     rule_changed = {"cron_expression", "time_zone", "interval_seconds"} & set(changes)
@@ -195,6 +215,8 @@ def schedule_update(
         schedule.cron_expression = rule_fields.cron_expression
         schedule.time_zone = rule_fields.time_zone
         schedule.interval_seconds = rule_fields.interval_seconds
+    if rule_changed or changes_hands:  # a rule an owner had before the minimum may stay theirs
+        _check_min_interval(schedule.rule, _now(now))
     if "job_template" in changes or takes_over:
         template = changes.get("job_template", schedule.job_template)
         _check_template_allowed(clean_job_template(template), schedule.owner)

@@ -33,7 +33,11 @@ class ScheduleChange(serializers.Serializer):
         max_length=64, required=False, help_text="IANA name, with cron only; default UTC"
     )
     intervalSeconds = serializers.IntegerField(
-        min_value=1, max_value=slots.MAX_INTERVAL_SECONDS, required=False
+        min_value=1,
+        max_value=slots.MAX_INTERVAL_SECONDS,
+        required=False,
+        help_text="at least JOBWEAVER_MIN_SCHEDULE_INTERVAL_SECONDS (60); exactly one of cron or "
+        "intervalSeconds",
     )
     template = ScheduleTemplate(required=False)
     misfirePolicy = serializers.ChoiceField(
