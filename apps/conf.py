@@ -53,6 +53,8 @@ DEFAULTS: dict[str, object] = {
     "JOBWEAVER_SCHEDULES_MISFIRE_GRACE_SECONDS": 60.0,
     # §17: how often a schedule made through the API, the admin or the CLI may fire at most.
     "JOBWEAVER_MIN_SCHEDULE_INTERVAL_SECONDS": 60.0,
+    # §17: schedules a user may own (operators are exempt); 0 is no limit.
+    "JOBWEAVER_MAX_SCHEDULES_PER_USER": 100,
     # Submission limits (§7, §8) and fairness.
     "JOBWEAVER_MAX_STEPS": 100,
     "JOBWEAVER_MAX_REQUEST_BYTES": 64 * 1024,

@@ -236,6 +236,8 @@ JOBWEAVER_SCHEDULES_MISFIRE_GRACE_SECONDS = env.float(
 JOBWEAVER_MIN_SCHEDULE_INTERVAL_SECONDS = env.float(
     "JOBWEAVER_MIN_SCHEDULE_INTERVAL_SECONDS", default=60
 )
+# Schedules a user may own (operators, holders of jobs.operate_all_jobs, are exempt); 0: no limit.
+JOBWEAVER_MAX_SCHEDULES_PER_USER = env.int("JOBWEAVER_MAX_SCHEDULES_PER_USER", default=100)
 
 # --- Submission limits (ARCHITECTURE §7) ------------------------------------------------------
 JOBWEAVER_MAX_STEPS = env.int("JOBWEAVER_MAX_STEPS", default=100)

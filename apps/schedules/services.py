@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from jobweaver.accounts.selectors import holds
 from jobweaver.conf import settings
+from jobweaver.core.db import assert_in_transaction
 from jobweaver.core.errors import (
     Forbidden,
     IdempotencyConflict,
@@ -33,6 +34,7 @@ from jobweaver.core.errors import (
     InvalidStateTransition,
     QuotaExceeded,
 )
+from jobweaver.jobs.selectors import OPERATE_ALL_JOBS
 from jobweaver.jobs.services import HIGH_PRIORITY, job_submit
 from jobweaver.jobs.validation import JobSpec
 from jobweaver.schedules import slots
@@ -61,6 +63,9 @@ UPDATABLE = (
 # Pausing and resuming (`enabled`) change neither, and leave the owner as it was.
 DEFINITION = frozenset(UPDATABLE) - {"enabled"}
 ADD_JOB = "jobweaver_jobs.add_job"
+# pg_advisory_xact_lock(namespace, user id): one count-then-insert of a user's schedules at a
+# time, so concurrent creates never pass JOBWEAVER_MAX_SCHEDULES_PER_USER together.
+SCHEDULE_LIMIT_LOCK_NAMESPACE = 0x4A53
 
 
 def _now(now: datetime | None) -> datetime:
@@ -98,6 +103,26 @@ def _check_min_interval(rule: slots.Rule, now: datetime) -> None:
         f"cron {rule.expression!r} fires {closest:g} s apart: a schedule may fire at most every "
         f"{minimum:g} s ({setting})"
     )
+
+
+def _check_schedule_limit(owner) -> None:
+    """At most JOBWEAVER_MAX_SCHEDULES_PER_USER schedules per owner (0: no limit); operators
+    (jobs.operate_all_jobs) and ownerless schedules are not counted against it. Must run inside
+    the transaction that adds the schedule: the lock it takes holds until that commits."""
+    limit = settings.JOBWEAVER_MAX_SCHEDULES_PER_USER
+    if owner is None or not limit or holds(owner, OPERATE_ALL_JOBS):
+        return
+    assert_in_transaction("the per-user schedule limit")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(%s, %s)", [SCHEDULE_LIMIT_LOCK_NAMESPACE, owner.pk]
+        )
+    count = Schedule.objects.filter(owner=owner).count()
+    if count >= limit:
+        raise InvalidRequest(
+            f"{owner.get_username()} has {count} schedules, the most a user may have "
+            f"(JOBWEAVER_MAX_SCHEDULES_PER_USER): delete one first"
+        )
 
 
 def _check_may_submit(owner) -> None:
@@ -141,6 +166,7 @@ def schedule_create(
     _check_template_allowed(clean_job_template(job_template), owner)
     misfire_policy = clean_misfire_policy(misfire_policy)
     enabled = clean_enabled(enabled)
+    _check_schedule_limit(owner)
     if Schedule.objects.filter(name=name, owner=owner).exists():
         raise InvalidRequest(_taken(name, owner))
     schedule = Schedule(
@@ -251,6 +277,7 @@ def _take_over(schedule: Schedule, user) -> None:
     _check_may_submit(user)
     if schedule.owner_id == user.pk:
         return
+    _check_schedule_limit(user)
     if Schedule.objects.filter(owner=user, name=schedule.name).exists():
         raise InvalidRequest(_taken(schedule.name, user))
     schedule.owner = user

@@ -1,18 +1,23 @@
 """The limits on schedules (§17, issue 35): a schedule fires at most every
 JOBWEAVER_MIN_SCHEDULE_INTERVAL_SECONDS, refused alike by the API (400), the admin (a form
-error) and the command line (exit 2), with nothing stored. (The test settings lower the
-minimum to 1 s for the tests that fire schedules; these raise it to its default, 60.)"""
+error) and the command line (exit 2), with nothing stored (the test settings lower the minimum
+to 1 s for the tests that fire schedules; these raise it to its default, 60); and a user owns
+at most JOBWEAVER_MAX_SCHEDULES_PER_USER, operators exempt, even with concurrent creates."""
 
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
+from django.db import connection
 
 from jobweaver.accounts.tests.helpers import make_user
+from jobweaver.core.errors import InvalidRequest
 from jobweaver.jobs.tests.api_helpers import assert_error_body
 from jobweaver.schedules.management.commands.schedules import Command
 from jobweaver.schedules.models import Schedule
+from jobweaver.schedules.services import schedule_create
 from jobweaver.schedules.tests.helpers import TEMPLATE
 from jobweaver.schedules.tests.test_api import GOOD, MANAGER, client_for, send
 
@@ -119,3 +124,75 @@ def test_the_command_line_exits_2_with_the_reason(run_command, minimum):
     assert result.code == 2
     assert "intervalSeconds must be at least 60" in result.err
     assert not Schedule.objects.exists()
+
+
+# --- schedules per user --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def two_per_user(settings):
+    settings.JOBWEAVER_MAX_SCHEDULES_PER_USER = 2
+
+
+def named(name: str) -> dict:
+    return {**GOOD, "name": name}
+
+
+def test_a_user_over_the_schedule_limit_is_a_400_and_nothing_is_stored(api, two_per_user):
+    assert [send(api, "post", "/api/schedules", named(n)).status_code for n in "ab"] == [201, 201]
+
+    response = send(api, "post", "/api/schedules", named("c"))
+
+    body = assert_error_body(response, 400, "API.INVALID_REQUEST")
+    assert "scheduler-user has 2 schedules" in body["message"]
+    assert "JOBWEAVER_MAX_SCHEDULES_PER_USER" in body["message"]
+    assert sorted(Schedule.objects.values_list("name", flat=True)) == ["a", "b"]
+    assert api.delete("/api/schedules/a").status_code == 204  # a deletion frees a place
+    assert send(api, "post", "/api/schedules", named("c")).status_code == 201
+
+
+def test_the_limit_is_per_user_and_operators_are_exempt(api, two_per_user):
+    other = client_for("other-user", *MANAGER)
+    operator = client_for("operator", *MANAGER, *OPERATOR)
+    for name in "ab":
+        send(api, "post", "/api/schedules", named(name))
+
+    assert send(other, "post", "/api/schedules", named("a")).status_code == 201
+    assert [send(operator, "post", "/api/schedules", named(n)).status_code for n in "abc"] == [
+        201
+    ] * 3
+
+
+def test_zero_is_no_limit(api, settings):
+    settings.JOBWEAVER_MAX_SCHEDULES_PER_USER = 0
+
+    assert [send(api, "post", "/api/schedules", named(n)).status_code for n in "abc"] == [201] * 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_creates_never_pass_the_limit_together(settings):
+    settings.JOBWEAVER_MAX_SCHEDULES_PER_USER = 3
+    owner = make_user("racer", "jobweaver_jobs.add_job")
+    barrier = threading.Barrier(10)
+    outcomes: list[str] = []
+
+    def create(index: int) -> None:
+        try:
+            barrier.wait(timeout=30)
+            schedule_create(
+                name=f"s{index}", interval_seconds=60, job_template=TEMPLATE, owner=owner
+            )
+            outcomes.append("created")
+        except InvalidRequest as exc:
+            outcomes.append(exc.message)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=create, args=(i,)) for i in range(10)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert outcomes.count("created") == 3, outcomes
+    assert Schedule.objects.filter(owner=owner).count() == 3

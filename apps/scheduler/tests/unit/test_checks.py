@@ -24,6 +24,7 @@ def test_the_defaults_are_in_range():
         ("JOBWEAVER_SUBMIT_THROTTLE_BURST", "lots"),
         ("JOBWEAVER_MIN_SCHEDULE_INTERVAL_SECONDS", 0),
         ("JOBWEAVER_MIN_SCHEDULE_INTERVAL_SECONDS", 366 * 86400 + 1),
+        ("JOBWEAVER_MAX_SCHEDULES_PER_USER", -1),
     ],
 )
 def test_a_setting_out_of_its_range_is_an_error(settings, name, value):
