@@ -10,6 +10,12 @@ Exactly one submission per slot, even with two beats (or a retried task) firing 
   the jobs table holds one job per (submitter, key). A firing that got past the lock anyway
   (say, a schedule's `next_run_at` put back by hand) replays the slot's job instead of
   submitting a second one.
+
+A schedule submits as its owner (§17): each job a firing submits counts against the owner's
+active-jobs cap and takes a token from their submit throttle (apps/accounts/throttle.py). When
+either is exhausted the slot waits: it is tried again at the next tick, `lastError` says why,
+and once it is later than the misfire grace it is missed and follows the misfire policy, like a
+slot missed while beat was down. Ownerless schedules (command line, code) are not throttled.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobweaver.accounts.selectors import holds
+from jobweaver.accounts.throttle import SUBMIT, throttle_take
 from jobweaver.conf import settings
 from jobweaver.core.db import assert_in_transaction
 from jobweaver.core.errors import (
@@ -490,8 +497,8 @@ def _fire(schedule: Schedule, now: datetime) -> Firing:
     try:
         _submit_slots(schedule, decision.submit, firing)
     except QuotaExceeded as exc:
-        # Transient: retry this slot at the next tick; once it is older than the grace period
-        # it is a missed slot like any other.
+        # Transient (the owner's cap, or their submit throttle): retry this slot at the next
+        # tick; once it is older than the grace period it is a missed slot like any other.
         firing.error = f"owner's quota: {exc.message}"
         firing.next_run_at = decision.submit[len(firing.submitted) + len(firing.replayed)]
     except (InvalidRequest, Forbidden) as exc:
@@ -511,6 +518,19 @@ def _fire(schedule: Schedule, now: datetime) -> Firing:
     return firing
 
 
+def _take_submit_token(owner) -> None:
+    """Each job a schedule submits counts against its owner's submit throttle, as a request of
+    theirs would (§17); ownerless schedules and operators' are not throttled. An empty bucket
+    is QuotaExceeded: the firing waits for a token (see `_fire`)."""
+    wait = throttle_take(user=owner, kind=SUBMIT)
+    if wait is not None:
+        raise QuotaExceeded(
+            f"{owner.get_username()}'s submit throttle has no token left, the next in {wait} s "
+            "(JOBWEAVER_SUBMIT_THROTTLE_*)",
+            retry_after=wait,
+        )
+
+
 def _submit_slots(schedule: Schedule, due: tuple[datetime, ...], firing: Firing) -> None:
     if not due:
         return
@@ -522,7 +542,9 @@ def _submit_slots(schedule: Schedule, due: tuple[datetime, ...], firing: Firing)
     for slot in due:
         key = slots.slot_key(schedule.id, slot)
         try:
-            result = job_submit(spec=spec, submitted_by=owner, idempotency_key=key)
+            with transaction.atomic():  # a slot refused by the cap gives its token back
+                _take_submit_token(owner)
+                result = job_submit(spec=spec, submitted_by=owner, idempotency_key=key)
         except IdempotencyConflict as exc:
             # The slot's job exists, submitted from an earlier version of the template.
             firing.replayed.append((slot, uuid.UUID(exc.job_id)))
