@@ -54,19 +54,23 @@ bench-queues: $(STAMP)
 bench-workflows: $(STAMP)
 	infra/with-stack.sh $(VENV)/bin/python bench/workflows.py $(ARGS)
 
-# End-to-end throughput against stock Celery on Kafka and procrastinate, same N, same run
+# End-to-end throughput against stock Celery (on Kafka, and on Redis), procrastinate and
+# pgqueuer, same N, same run, with every system's CPU per job by process and the ratios
 # (bench/throughput.py --help), e.g. make bench ARGS="--jobs 5000 --executors 1 --threads 4".
-# procrastinate and py-spy live in a bench-only venv (.cache/bench-venv), never in .venv.
+# procrastinate, pgqueuer, Celery's redis client and py-spy live in a bench-only venv
+# (.cache/bench-venv, bench/requirements-bench-venv.txt), never in .venv; Debian's redis-server
+# is installed if missing (infra/stack.sh bench-tools) and started by the bench on a free port.
 BENCH_VENV := .cache/bench-venv
 BENCH_STAMP := $(BENCH_VENV)/.requirements-installed
 
-$(BENCH_STAMP): bench/requirements-procrastinate.txt
+$(BENCH_STAMP): bench/requirements-bench-venv.txt
 	$(PYTHON) -m venv $(BENCH_VENV)
-	$(BENCH_VENV)/bin/pip install --quiet -r bench/requirements-procrastinate.txt
+	$(BENCH_VENV)/bin/pip install --quiet -r bench/requirements-bench-venv.txt
 	touch $(BENCH_STAMP)
 
 bench: $(STAMP) $(BENCH_STAMP)
 	$(VENV)/bin/pip install --quiet -r bench/requirements.txt
+	infra/stack.sh bench-tools
 	infra/with-stack.sh $(VENV)/bin/python bench/throughput.py $(ARGS)
 
 # Ten minutes at half of peak throughput: RSS of executor and web and p99 per minute

@@ -79,6 +79,10 @@ DEFAULTS: dict[str, object] = {
     "JOBWEAVER_SUBMIT_THROTTLE_BURST": 500,
     "JOBWEAVER_MAX_ACTIVE_JOBS_PER_USER": 10000,
     "JOBWEAVER_PRIORITY_PERMISSION_ABOVE": 6,
+    # §17: at most this many of one user's jobs dispatched or running at once; 0: no cap.
+    "JOBWEAVER_MAX_RUNNING_JOBS_PER_USER": 0,
+    # A new API token expires after this many days unless created otherwise; 0: never (§17).
+    "JOBWEAVER_API_TOKEN_DEFAULT_DAYS": 90,
     # Python tasks (§13).
     "JOBWEAVER_TASK_MAX_PAYLOAD_BYTES": 32 * 1024,
     "JOBWEAVER_TASK_MAX_RESULT_BYTES": 256 * 1024,
@@ -94,14 +98,21 @@ DEFAULTS: dict[str, object] = {
     "JOBWEAVER_EXECUTOR_POOL": "threads",
     "JOBWEAVER_EXECUTOR_MAX_TASKS_PER_CHILD": 0,
     "JOBWEAVER_EXECUTOR_MAX_MEMORY_PER_CHILD_MB": 0,
+    # Issue 34: at most this many successes in one statement of an executor's writer.
+    "JOBWEAVER_EXECUTOR_WRITE_BATCH": 100,
     "JOBWEAVER_HARD_TIMEOUT_GRACE_SECONDS": 10.0,
     "JOBWEAVER_LOG_LEVEL": "INFO",
     # Probes and metrics.
     "JOBWEAVER_READYZ_KAFKA_TIMEOUT_SECONDS": 1.0,
     "JOBWEAVER_READYZ_KAFKA_CACHE_SECONDS": 5.0,
     "JOBWEAVER_READYZ_DB_TIMEOUT_SECONDS": 1.0,
+    # A worker's metrics listener: its port (0 = off) and address; every metrics endpoint
+    # needs the bearer token and answers 404 while none is set (§17).
     "JOBWEAVER_METRICS_PORT": 0,
+    "JOBWEAVER_METRICS_BIND": "127.0.0.1",
     "JOBWEAVER_METRICS_TOKEN": "",
+    # The web's /metrics reads Kafka's consumer lag at most this often per process.
+    "JOBWEAVER_METRICS_KAFKA_CACHE_SECONDS": 5.0,
 }
 
 

@@ -154,7 +154,11 @@ def run(options: WorkerOptions, *, dry_run: bool = False) -> str | None:
         kafka.ensure_topics()  # the topics it consumes, with their partition counts
 
     # Counters of this process, on a port of its own (why not multiprocess: core/metrics.py).
-    metrics.serve(settings.JOBWEAVER_METRICS_PORT)
+    metrics.serve(
+        settings.JOBWEAVER_METRICS_PORT,
+        bind=settings.JOBWEAVER_METRICS_BIND,
+        token=settings.JOBWEAVER_METRICS_TOKEN,
+    )
     tracing.configure(options.role)  # OpenTelemetry export when OTEL_EXPORTER_OTLP_ENDPOINT is set
     _keep_alive_signals(options.role)
     app.start(argv)

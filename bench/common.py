@@ -308,17 +308,26 @@ def server_pids() -> dict[str, list[int]]:
 
 
 class CpuMeter:
-    """CPU seconds each role used between `start` and `stop`: the processes named in `roles`
-    (name -> (pid, count its direct children too)), the shared PostgreSQL and Kafka servers, and
-    this script (the load: HTTP clients, publishers, and the children it waited for). A role
-    named "name:i" is summed under "name"."""
+    """CPU seconds each process of a system used between `start` and `stop`, by role: the
+    processes named in `roles` (name -> (pid, count its descendants too)), the shared servers
+    named in `servers` ("postgres", "kafka": those the system uses), and this script (the load:
+    HTTP clients and polling, and the children it waited for), under SCRIPT. A role named
+    "name:i" is summed under "name" (an executor role over every executor process)."""
 
-    def __init__(self, roles: dict[str, tuple[int, bool]]):
+    SCRIPT = "this script"
+
+    def __init__(
+        self,
+        roles: dict[str, tuple[int, bool]],
+        *,
+        servers: tuple[str, ...] = ("postgres", "kafka"),
+    ):
         self.roles = dict(roles)
         for name, pids in server_pids().items():
-            for i, pid in enumerate(pids):
-                self.roles[f"{name}:{i}"] = (pid, False)
-        self.roles["this script"] = (os.getpid(), False)
+            if name in servers:
+                for i, pid in enumerate(pids):
+                    self.roles[f"{name}:{i}"] = (pid, False)
+        self.roles[self.SCRIPT] = (os.getpid(), False)
         self.before: dict[str, float] = {}
 
     def _read(self) -> dict[str, float]:

@@ -1,18 +1,17 @@
 """The procrastinate side of `make bench` (bench/throughput.py): one no-op task.
 
-Runs only in the bench-only virtualenv (.cache/bench-venv, bench/requirements-procrastinate.txt),
+Runs only in the bench-only virtualenv (.cache/bench-venv, bench/requirements-bench-venv.txt),
 never in the product's. Its database (BENCH_PROCRASTINATE_DSN) is on the same PostgreSQL server
 as JobWeaver's and gets procrastinate's own schema (`procrastinate schema --apply`).
 
     procrastinate --app=bench.procrastinate_app.app worker --concurrency 4 --queues bench
-    python -m bench.procrastinate_app defer N     # batch_defer N jobs, prints the start time
+    python -m bench.procrastinate_app enqueue     # the deferring process (bench/enqueuer.py)
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import time
 
 import procrastinate
 
@@ -26,15 +25,15 @@ async def noop() -> None:
     """Nothing: the queue's own cost is what is measured (fetch, run, mark succeeded)."""
 
 
-def defer(count: int) -> None:
-    """`count` jobs in one batch_defer (one INSERT); prints the epoch second it started at."""
+def enqueue_forever() -> None:
+    """Each request's jobs in one batch_defer (one INSERT), on one open connector."""
+    from bench.enqueuer import serve
+
     with app.open():
-        started = time.time()
-        noop.batch_defer(*({} for _ in range(count)))
-        print(f"{started:.6f}", flush=True)
+        serve(lambda _run_id, count: noop.batch_defer(*({} for _ in range(count))))
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] != "defer":
-        sys.exit("usage: python -m bench.procrastinate_app defer N")
-    defer(int(sys.argv[2]))
+    if sys.argv[1:] != ["enqueue"]:
+        sys.exit("usage: python -m bench.procrastinate_app enqueue")
+    enqueue_forever()

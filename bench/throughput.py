@@ -1,5 +1,6 @@
-"""End-to-end throughput: JobWeaver's full durable path against stock Celery on Kafka and
-procrastinate, same N, same PostgreSQL, same broker, one run (issue 9).
+"""End-to-end throughput: JobWeaver's full durable path against stock Celery (on Kafka and on
+Redis), procrastinate and pgqueuer, same N, same PostgreSQL, one run (issues 9 and 34), with
+every system's CPU per job by process.
 
     make bench ARGS="--jobs 5000 --executors 1 --threads 4"
     (or: infra/with-stack.sh .venv/bin/python bench/throughput.py --help)
@@ -11,20 +12,33 @@ procrastinate, same N, same PostgreSQL, same broker, one run (issue 9).
    finished_at) and submit→RUNNING / submit→COMPLETED p50/p95/p99 from database times (job
    created_at, execution started_at / finished_at). Before that, one job through the fresh web
    process: its submit→RUNNING is "the first job after a start".
-2. Stock Celery: the same N no-op tasks (bench/transport_app.py, acks late, threads pool of the
-   same concurrency, one worker process reserving as many messages per thread as our executor
-   holds deliveries, --celery-prefetch) on kombu's stock `confluentkafka` transport, published
-   from this process then drained; each task writes a completion row (done_at) in PostgreSQL.
-   Timed from publish start to the last done_at.
-3. procrastinate: the same N no-op jobs (bench/procrastinate_app.py) in a database of its own
+2. Stock Celery on Kafka ("celery"): the same N no-op tasks (bench/transport_app.py) on kombu's
+   stock `confluentkafka` transport, one worker process of the threads pool with as many
+   threads as one executor, otherwise at Celery's defaults (acks early, prefetch multiplier 4;
+   --celery-acks-late, --celery-prefetch ask otherwise); each task writes a completion row
+   (done_at) in PostgreSQL. Timed from publish start to the last done_at.
+3. Stock Celery on Redis ("celery-redis"): the same app, worker and defaults on Debian's
+   redis-server (installed by `infra/stack.sh bench-tools`, started here on a free port in a
+   throwaway directory at its built-in defaults, stopped at the end); worker and publisher run
+   from the bench venv, which has the redis client.
+4. procrastinate: the same N no-op jobs (bench/procrastinate_app.py) in a database of its own
    (procrastinate_bench_<run>, its schema applied), one `batch_defer`, one worker process of
    the same concurrency. Timed from batch_defer start to the last `succeeded` event.
+5. pgqueuer: the same N no-op jobs (bench/pgqueuer_app.py) in a database of its own
+   (pgqueuer_bench_<run>, `pgq install`), one `enqueue` of N, one worker process at pgqueuer's
+   defaults (unlimited concurrency) dequeuing --pgqueuer-batch-size at a time. Timed from the
+   enqueue's start to the last job logged 'successful' (pgqueuer_log).
 
-Each side gets a warm-up before its clock starts (consumer group formed, connections open),
-and before the first round --warm-up-jobs jobs run untimed through our stack, so that no round
+Each compared system enqueues from a process of its own (bench/enqueuer.py), started and
+connected before the clock starts, so its CPU is the system's, like our web process's. Each
+side gets a warm-up before its clock starts (consumer group formed, connections open), and
+before the first round --warm-up-jobs jobs run untimed through our stack, so that no round
 measures a broker or a database server that has just started (`warm_up`).
-Prints a table with the load average at each side's start and end, and the ratios. Times are
-wall-clock on a shared machine: quote them with the load they ran under.
+Prints the last round's table with the load average at each side's start and end, then, over
+the rounds' medians, every side's jobs/s, whole-stack CPU per job and each process's share, and
+the ratios of ours to each. Times are wall-clock on a shared machine: quote them with the load
+they ran under; the PostgreSQL and Kafka servers are shared, so their CPU includes whatever
+else ran on them meanwhile.
 """
 
 from __future__ import annotations
@@ -34,10 +48,13 @@ import contextlib
 import json
 import math
 import os
+import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -66,10 +83,43 @@ RUN_ID = uuid.uuid4().hex[:8]
 OURS_DB = f"jobweaver_bench_{RUN_ID}"
 CELERY_DB = f"jobweaver_bench_celery_{RUN_ID}"
 PROCRASTINATE_DB = f"procrastinate_bench_{RUN_ID}"
+PGQUEUER_DB = f"pgqueuer_bench_{RUN_ID}"
 LOG_STEP = [{"action": "LOG", "message": "bench"}]
 POLL_SECONDS = 0.25
 # "ours-processes": the same as "ours" with the executors' process pool (--pool processes).
-SIDES = ("ours", "ours-processes", "celery", "procrastinate")
+SIDES = ("ours", "ours-processes", "celery", "celery-redis", "procrastinate", "pgqueuer")
+
+
+def pinned(package: str) -> str:
+    """The version bench/requirements-bench-venv.txt pins for `package`, for the report."""
+    for line in (ROOT / "bench" / "requirements-bench-venv.txt").read_text().splitlines():
+        name, _, version = line.partition("==")
+        if name.split("[")[0].strip() == package:
+            return version.strip()
+    return "?"
+
+
+SIDE_NAMES = {
+    "ours": "JobWeaver: batch API over HTTP → COMPLETED",
+    "ours-processes": "JobWeaver, the same, executors --pool processes",
+    "celery": "stock Celery on Kafka (kombu confluentkafka)",
+    "celery-redis": "stock Celery on Redis (Debian's redis-server)",
+    "procrastinate": f"procrastinate {pinned('procrastinate')}, batch_defer → succeeded",
+    "pgqueuer": f"pgqueuer {pinned('pgqueuer')}, enqueue → successful",
+}
+# The columns of the CPU table: a system's processes by role (CpuMeter's names), in the order
+# a job goes through them; a system has some of them.
+ROLE_COLUMNS = (
+    ("web", "web"),
+    ("publisher", "publisher"),
+    ("scheduler", "scheduler"),
+    ("beat", "beat"),
+    ("executor", "executor(s)"),
+    ("worker", "worker(s)"),
+    ("postgres", "PostgreSQL"),
+    ("kafka", "Kafka"),
+    ("redis", "Redis"),
+)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -93,7 +143,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--workers",
         type=int,
         default=1,
-        help="worker processes of stock Celery and of procrastinate (default 1)",
+        help="worker processes of stock Celery and of procrastinate (default 1; pgqueuer: 1)",
     )
     parser.add_argument(
         "--concurrency",
@@ -107,7 +157,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         type=int,
         default=None,
         help="worker_prefetch_multiplier of stock Celery: messages it reserves per thread "
-        "(default: our stack's prefetch, so both hold the same number of deliveries)",
+        "(default: Celery's own, 4)",
+    )
+    parser.add_argument(
+        "--celery-acks-late",
+        action="store_true",
+        help="task_acks_late for stock Celery (default: Celery's own, acks early)",
+    )
+    parser.add_argument(
+        "--pgqueuer-batch-size",
+        type=int,
+        default=10,
+        help="jobs pgqueuer's worker dequeues at a time (default 10, pgqueuer's own)",
     )
     parser.add_argument("--clients", type=int, default=4, help="HTTP client threads (default 4)")
     parser.add_argument(
@@ -156,6 +217,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         parser.error("--prefetch must be at least 1")
     if args.celery_prefetch is not None and args.celery_prefetch < 1:
         parser.error("--celery-prefetch must be at least 1")
+    if args.pgqueuer_batch_size < 1:
+        parser.error("--pgqueuer-batch-size must be at least 1")
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
     if args.warm_up_jobs < 0:
@@ -209,6 +272,107 @@ def log_file(name: str):
 
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     return open(LOG_DIR / name, "ab")
+
+
+class Enqueuer:
+    """A compared system's enqueuing process (bench/enqueuer.py): started and connected before
+    the clock, asked for runs of jobs, its CPU read while it lives."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], log_name: str):
+        with log_file(log_name) as log:
+            self.process = subprocess.Popen(
+                argv,
+                cwd=ROOT,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+            )
+        if self._line() != "ready":
+            raise RuntimeError(f"the enqueuer did not start; see .devdata/test-logs/{log_name}")
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def _line(self) -> str:
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the enqueuer exited ({self.process.wait(10)})")
+        return line.strip()
+
+    def enqueue(self, run_id: str, count: int) -> tuple[float, float]:
+        """`count` jobs; returns the epoch seconds the enqueuing started and ended at."""
+        self.process.stdin.write(f"{run_id} {count}\n")
+        self.process.stdin.flush()
+        started, ended = self._line().split()
+        return float(started), float(ended)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.process.stdin.close()
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            stop_process(self.process)
+
+
+def compared_env(**extra: str) -> dict[str, str]:
+    """The environment of a compared system's processes: this one's without Django's settings
+    module, which made Celery apply its Django fix-up (django.setup(), our logging, connection
+    checks around every task) to an app that is not Django."""
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    return {**env, "PYTHONPATH": str(ROOT), **extra}
+
+
+def bench_python() -> Path:
+    python = BENCH_VENV / "bin" / "python"
+    if not python.exists():
+        raise SystemExit(
+            f"{python} missing: make bench installs bench/requirements-bench-venv.txt there"
+        )
+    return python
+
+
+@contextlib.contextmanager
+def running_redis():
+    """Debian's redis-server at its built-in defaults (no config file) on a free port of
+    127.0.0.1, in a throwaway directory; yields (port, Popen) once it answers PING."""
+    from tests.stack import free_port
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise SystemExit(
+            "redis-server missing: make bench installs it (infra/stack.sh bench-tools)"
+        )
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="bench-redis-") as directory:
+        with log_file(f"{os.environ['JOBWEAVER_KAFKA_TOPIC_PREFIX']}redis.log") as log:
+            process = subprocess.Popen(
+                [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", directory],
+                cwd=directory,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            deadline = time.monotonic() + 30
+            while not _redis_answers(port):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("redis-server did not start; see .devdata/test-logs/")
+                time.sleep(0.05)
+            yield port, process
+        finally:
+            stop_process(process)
+
+
+def _redis_answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as conn:
+            conn.sendall(b"PING\r\n")
+            return conn.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
 
 
 # --- JobWeaver --------------------------------------------------------------------------------
@@ -429,7 +593,12 @@ def _run_ours(args, bar: Bar) -> dict:
         before = db_activity()
         baseline = execution_counts()
         # With descendants: a process-pool executor's forkserver and children are its CPU too.
-        meter = CpuMeter({**{p.name: (p.pid, True) for p in processes}, "web": (web.pid, True)})
+        meter = CpuMeter(
+            {
+                **{f"{p.role}:{i}": (p.pid, True) for i, p in enumerate(processes)},
+                "web": (web.pid, True),
+            }
+        )
         meter.start()
         result["load_start"] = load()
         task = bar.add("jobweaver", n)
@@ -508,25 +677,81 @@ def _rss(pid: int, children: bool = False) -> float:
     return rss_mib(pid, with_children=children)
 
 
-# --- stock Celery on kombu's confluentkafka transport -------------------------------------------
+# --- stock Celery, on kombu's confluentkafka transport and on Redis ------------------------------
 
 
 def celery_prefetch(args) -> int:
-    """Messages a stock Celery worker reserves per thread. By default our executor's own window
-    (JOBWEAVER_DISPATCH_PREFETCH deliveries per thread, celeryconfig's multiplier): with
-    bench/transport_app.py's 1 instead, stock Celery held half the deliveries ours did and
-    waited on its transport for lack of them (199 tasks/s against 517 with 2 and 974 with
-    Celery's own default of 4, three rounds each in one run)."""
-    from django.conf import settings
+    """Messages a stock Celery worker reserves per thread: Celery's own default
+    (worker_prefetch_multiplier 4) unless --celery-prefetch. Until issue 34 this bench gave it
+    our executor's window (JOBWEAVER_DISPATCH_PREFETCH, 2) instead (bench/NOTES.md)."""
+    from celery.app.defaults import DEFAULTS
 
-    return args.celery_prefetch or settings.JOBWEAVER_DISPATCH_PREFETCH
+    return args.celery_prefetch or DEFAULTS["worker_prefetch_multiplier"]
+
+
+def celery_acks_late(args) -> bool:
+    from celery.app.defaults import DEFAULTS
+
+    return args.celery_acks_late or DEFAULTS["task_acks_late"]
 
 
 def run_celery(args, bar: Bar) -> dict:
-    import psycopg
-    from celery import Celery
     from confluent_kafka.admin import AdminClient
     from transport_bench import STOCK_OPTIONS
+
+    # A queue (topic) per round: the last round's is deleted at its end, and a producer may
+    # still know it by its old metadata ("Unknown topic") when the next round starts.
+    queue = f"{os.environ['JOBWEAVER_KAFKA_TOPIC_PREFIX']}celery-noop-{uuid.uuid4().hex[:6]}"
+    try:
+        return _run_celery(
+            args,
+            bar,
+            name="stock celery",
+            python=Path(sys.executable),
+            broker_url=f"confluentkafka://{BOOTSTRAP}",
+            options=STOCK_OPTIONS,
+            queue=queue,
+            servers={"kafka": None},
+        )
+    finally:
+        admin = AdminClient({"bootstrap.servers": BOOTSTRAP})
+        for future in admin.delete_topics([queue], operation_timeout=10).values():
+            with contextlib.suppress(Exception):  # cleanup only
+                future.result(timeout=15)
+
+
+def run_celery_redis(args, bar: Bar) -> dict:
+    queue = f"{os.environ['JOBWEAVER_KAFKA_TOPIC_PREFIX']}celery-redis-noop"
+    with running_redis() as (port, redis):
+        return _run_celery(
+            args,
+            bar,
+            name="celery on redis",
+            python=bench_python(),
+            broker_url=f"redis://127.0.0.1:{port}/0",
+            options={},
+            queue=queue,
+            # With its children: a background save (at its default save points) is a fork.
+            servers={"redis": (redis.pid, True)},
+        )
+
+
+def _run_celery(
+    args,
+    bar: Bar,
+    *,
+    name: str,
+    python: Path,
+    broker_url: str,
+    options: dict,
+    queue: str,
+    servers: dict,
+) -> dict:
+    """Stock Celery on one broker: `args.workers` worker processes and a publisher process run
+    by `python`, bench/transport_app.py at Celery's defaults (BENCH_CELERY_DEFAULTS) but for the
+    threads pool and the options given. `servers`: the broker's processes to meter, a name of
+    CpuMeter's shared servers (None) or (pid, with children)."""
+    import psycopg
 
     dsn = recreate_database(CELERY_DB)
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -535,31 +760,26 @@ def run_celery(args, bar: Bar) -> dict:
             "done_at timestamptz NOT NULL DEFAULT clock_timestamp(), PRIMARY KEY (run_id, key))"
         )
         conn.execute("CREATE TABLE bench_duplicates (run_id text, key int, pid int)")
-    # A queue (topic) per round: the last round's is deleted at its end, and a producer may
-    # still know it by its old metadata ("Unknown topic") when the next round starts.
-    queue = f"{os.environ['JOBWEAVER_KAFKA_TOPIC_PREFIX']}celery-noop-{uuid.uuid4().hex[:6]}"
-    url = f"confluentkafka://{BOOTSTRAP}"
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "BENCH_BROKER_URL": url,
-        "BENCH_TRANSPORT_OPTIONS": json.dumps(STOCK_OPTIONS),
-        "BENCH_QUEUE": queue,
-        "BENCH_DSN": dsn,
-    }
+    env = compared_env(
+        BENCH_BROKER_URL=broker_url,
+        BENCH_TRANSPORT_OPTIONS=json.dumps(options),
+        BENCH_QUEUE=queue,
+        BENCH_DSN=dsn,
+        BENCH_CELERY_DEFAULTS="1",
+    )
+    if celery_acks_late(args):
+        env["BENCH_CELERY_ACKS_LATE"] = "1"
     workers = []
     for i in range(args.workers):
         with log_file(f"{queue}-{i}.log") as log:
             workers.append(
                 subprocess.Popen(
                     [
-                        sys.executable,
+                        str(python),
                         *("-m", "celery", "-A", "bench.transport_app", "worker"),
                         *("-Q", queue, "-P", "threads", "-c", str(args.concurrency)),
                         *("--prefetch-multiplier", str(celery_prefetch(args))),
-                        *("-n", f"bench-celery{i}@%h"),
-                        *("--without-gossip", "--without-mingle", "--without-heartbeat"),
-                        *("-l", "WARNING"),
+                        *("-n", f"bench-celery{i}@%h", "-l", "WARNING"),
                     ],
                     cwd=ROOT,
                     env=env,
@@ -567,19 +787,6 @@ def run_celery(args, bar: Bar) -> dict:
                     stderr=subprocess.STDOUT,
                 )
             )
-    app = Celery("bench-publisher", broker=url)
-    app.conf.broker_transport_options = STOCK_OPTIONS
-
-    def publish(run_id: str, count: int) -> None:
-        with app.producer_or_acquire() as producer:
-            for key in range(count):
-                app.send_task(
-                    "bench.noop",
-                    args=[run_id, key, 0],
-                    queue=queue,
-                    routing_key=queue,
-                    producer=producer,
-                )
 
     def count(run_id: str) -> int:
         with psycopg.connect(dsn) as conn:
@@ -588,36 +795,46 @@ def run_celery(args, bar: Bar) -> dict:
             ).fetchone()[0]
 
     result: dict = {"n": args.jobs}
+    publisher = None
     try:
+        publisher = Enqueuer(
+            [str(python), "-m", "bench.transport_app", "enqueue"], env, f"{queue}-publisher.log"
+        )
         warm = bar.add("celery warm-up", 8)
-        publish("warmup", 8)
+        publisher.enqueue("warmup", 8)
         if wait_progress(bar, warm, 8, lambda: count("warmup"), stall_seconds=90) < 8:
-            raise RuntimeError(f"stock Celery warm-up failed; see .devdata/test-logs/{queue}-*")
+            raise RuntimeError(f"{name} warm-up failed; see .devdata/test-logs/{queue}-*")
         result["load_start"] = load()
-        meter = CpuMeter({f"celery worker:{i}": (w.pid, False) for i, w in enumerate(workers)})
+        meter = CpuMeter(
+            {
+                **{f"worker:{i}": (w.pid, False) for i, w in enumerate(workers)},
+                "publisher": (publisher.pid, False),
+                **{role: pid for role, pid in servers.items() if pid is not None},
+            },
+            servers=("postgres", *(role for role, pid in servers.items() if pid is None)),
+        )
         meter.start()
-        task = bar.add("stock celery", args.jobs)
+        task = bar.add(name, args.jobs)
         run_id = uuid.uuid4().hex[:8]
-        publish_done: dict = {}
-        started_at = datetime.now(UTC)
-        t0 = time.monotonic()
+        published: dict = {}
 
         def publish_all() -> None:
-            publish(run_id, args.jobs)
-            publish_done["at"] = time.monotonic() - t0
+            published["at"] = publisher.enqueue(run_id, args.jobs)
 
-        publisher = threading.Thread(target=publish_all, daemon=True)
-        publisher.start()
+        thread = threading.Thread(target=publish_all, daemon=True)
+        thread.start()
         ran = wait_progress(
             bar,
             task,
             args.jobs,
             lambda: count(run_id),
             info=lambda: (
-                f"published in {publish_done['at']:.1f} s" if publish_done else "publishing"
+                f"published in {published['at'][1] - published['at'][0]:.1f} s"
+                if published
+                else "publishing"
             ),
         )
-        publisher.join()
+        thread.join()
         result["cpu"] = meter.stop()
         result["load_end"] = load()
         with psycopg.connect(dsn) as conn:
@@ -626,20 +843,18 @@ def run_celery(args, bar: Bar) -> dict:
                 "FROM bench_runs WHERE run_id = %s",
                 (run_id, run_id),
             ).fetchone()
+        started, ended = published["at"]
         result.update(
             completed=ran,
             duplicates=dups,
-            publish_s=publish_done.get("at"),
-            elapsed=(last - started_at).total_seconds(),
+            publish_s=ended - started,
+            elapsed=last.timestamp() - started,
         )
     finally:
+        if publisher is not None:
+            publisher.close()
         for worker in workers:
             stop_process(worker)
-        app.close()
-        admin = AdminClient({"bootstrap.servers": BOOTSTRAP})
-        for future in admin.delete_topics([queue], operation_timeout=10).values():
-            with contextlib.suppress(Exception):  # cleanup only
-                future.result(timeout=15)
     return result
 
 
@@ -649,18 +864,15 @@ def run_celery(args, bar: Bar) -> dict:
 def run_procrastinate(args, bar: Bar) -> dict:
     import psycopg
 
-    python = BENCH_VENV / "bin" / "python"
-    if not python.exists():
-        raise SystemExit(
-            f"{python} missing: make bench installs bench/requirements-procrastinate.txt there"
-        )
+    python = bench_python()
     dsn = recreate_database(PROCRASTINATE_DB)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "BENCH_PROCRASTINATE_DSN": dsn}
+    env = compared_env(BENCH_PROCRASTINATE_DSN=dsn)
     cli = [str(BENCH_VENV / "bin" / "procrastinate"), "--app=bench.procrastinate_app.app"]
     subprocess.run([*cli, "schema", "--apply"], cwd=ROOT, env=env, check=True, capture_output=True)
+    prefix = os.environ["JOBWEAVER_KAFKA_TOPIC_PREFIX"]
     workers = []
     for i in range(args.workers):
-        with log_file(f"{os.environ['JOBWEAVER_KAFKA_TOPIC_PREFIX']}procrastinate-{i}.log") as log:
+        with log_file(f"{prefix}procrastinate-{i}.log") as log:
             workers.append(
                 subprocess.Popen(
                     [
@@ -678,17 +890,6 @@ def run_procrastinate(args, bar: Bar) -> dict:
                 )
             )
 
-    def defer(count: int) -> float:
-        out = subprocess.run(
-            [str(python), "-m", "bench.procrastinate_app", "defer", str(count)],
-            cwd=ROOT,
-            env=env,
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        return float(out.stdout.strip().splitlines()[-1])
-
     def succeeded() -> int:
         with psycopg.connect(dsn) as conn:
             return conn.execute(
@@ -696,27 +897,37 @@ def run_procrastinate(args, bar: Bar) -> dict:
             ).fetchone()[0]
 
     result: dict = {"n": args.jobs}
+    deferrer = None
     try:
+        deferrer = Enqueuer(
+            [str(python), "-m", "bench.procrastinate_app", "enqueue"],
+            env,
+            f"{prefix}procrastinate-defer.log",
+        )
         warm_n = 2 * args.concurrency * args.workers
         warm = bar.add("procr. warm-up", warm_n)
-        defer(warm_n)
+        deferrer.enqueue("warmup", warm_n)
         if wait_progress(bar, warm, warm_n, succeeded, stall_seconds=60) < warm_n:
             raise RuntimeError("procrastinate warm-up failed")
         result["load_start"] = load()
         meter = CpuMeter(
-            {f"procrastinate worker:{i}": (w.pid, False) for i, w in enumerate(workers)}
+            {
+                **{f"worker:{i}": (w.pid, False) for i, w in enumerate(workers)},
+                "publisher": (deferrer.pid, False),
+            },
+            servers=("postgres",),
         )
         meter.start()
         task = bar.add("procrastinate", args.jobs)
         deferred: dict = {}
 
         def defer_all() -> None:
-            deferred["t0"] = defer(args.jobs)
+            deferred["at"] = deferrer.enqueue("run", args.jobs)
 
-        deferrer = threading.Thread(target=defer_all, daemon=True)
-        deferrer.start()
+        thread = threading.Thread(target=defer_all, daemon=True)
+        thread.start()
         done = wait_progress(bar, task, args.jobs, lambda: max(0, succeeded() - warm_n))
-        deferrer.join()
+        thread.join()
         result["cpu"] = meter.stop()
         result["load_end"] = load()
         with psycopg.connect(dsn) as conn:
@@ -724,15 +935,96 @@ def run_procrastinate(args, bar: Bar) -> dict:
                 "SELECT max(at) FILTER (WHERE type = 'succeeded'), "
                 "max(at) FILTER (WHERE type = 'deferred') FROM procrastinate_events"
             ).fetchone()
-        t0 = datetime.fromtimestamp(deferred["t0"], UTC)
+        started = deferred["at"][0]
         result.update(
             completed=done,
-            publish_s=(deferred_last - t0).total_seconds(),
-            elapsed=(last - t0).total_seconds(),
+            publish_s=deferred_last.timestamp() - started,
+            elapsed=last.timestamp() - started,
         )
     finally:
+        if deferrer is not None:
+            deferrer.close()
         for worker in workers:
             stop_process(worker)
+    return result
+
+
+# --- pgqueuer -----------------------------------------------------------------------------------
+
+
+def run_pgqueuer(args, bar: Bar) -> dict:
+    import psycopg
+
+    python = bench_python()
+    dsn = recreate_database(PGQUEUER_DB)
+    env = compared_env(BENCH_PGQUEUER_DSN=dsn)
+    subprocess.run(
+        [str(BENCH_VENV / "bin" / "pgq"), "--pg-dsn", dsn, "install"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    prefix = os.environ["JOBWEAVER_KAFKA_TOPIC_PREFIX"]
+    with log_file(f"{prefix}pgqueuer-worker.log") as log:
+        worker = subprocess.Popen(
+            [
+                *(str(python), "-m", "bench.pgqueuer_app"),
+                *("worker", str(args.pgqueuer_batch_size)),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def successful() -> int:
+        with psycopg.connect(dsn) as conn:
+            return conn.execute(
+                "SELECT count(*) FROM pgqueuer_log WHERE status = 'successful'"
+            ).fetchone()[0]
+
+    result: dict = {"n": args.jobs}
+    enqueuer = None
+    try:
+        enqueuer = Enqueuer(
+            [str(python), "-m", "bench.pgqueuer_app", "enqueue"],
+            env,
+            f"{prefix}pgqueuer-enqueue.log",
+        )
+        warm_n = 2 * args.pgqueuer_batch_size
+        warm = bar.add("pgq warm-up", warm_n)
+        enqueuer.enqueue("warmup", warm_n)
+        if wait_progress(bar, warm, warm_n, successful, stall_seconds=60) < warm_n:
+            raise RuntimeError("pgqueuer warm-up failed")
+        result["load_start"] = load()
+        meter = CpuMeter(
+            {"worker": (worker.pid, False), "publisher": (enqueuer.pid, False)},
+            servers=("postgres",),
+        )
+        meter.start()
+        task = bar.add("pgqueuer", args.jobs)
+        enqueued: dict = {}
+
+        def enqueue_all() -> None:
+            enqueued["at"] = enqueuer.enqueue("run", args.jobs)
+
+        thread = threading.Thread(target=enqueue_all, daemon=True)
+        thread.start()
+        done = wait_progress(bar, task, args.jobs, lambda: max(0, successful() - warm_n))
+        thread.join()
+        result["cpu"] = meter.stop()
+        result["load_end"] = load()
+        with psycopg.connect(dsn) as conn:
+            (last,) = conn.execute(
+                "SELECT max(created) FROM pgqueuer_log WHERE status = 'successful'"
+            ).fetchone()
+        started, ended = enqueued["at"]
+        result.update(completed=done, publish_s=ended - started, elapsed=last.timestamp() - started)
+    finally:
+        if enqueuer is not None:
+            enqueuer.close()
+        stop_process(worker)
     return result
 
 
@@ -799,40 +1091,30 @@ def report(args, results: dict) -> None:
         f"(prefetch {settings.JOBWEAVER_DISPATCH_PREFETCH}), "
         f"web {args.web_workers} gunicorn workers x {args.web_threads} threads, "
         f"{args.clients} HTTP clients x {args.per_request} jobs/request; "
-        f"stock Celery and procrastinate: {args.workers} worker(s), concurrency "
-        f"{args.concurrency} (stock Celery's prefetch {celery_prefetch(args)})"
+        f"stock Celery (Kafka, Redis): {args.workers} worker(s) of the threads pool, "
+        f"{args.concurrency} threads (as our executor's slots), prefetch multiplier "
+        f"{celery_prefetch(args)}, acks {'late' if celery_acks_late(args) else 'early'}, "
+        "otherwise Celery's defaults; "
+        f"procrastinate: {args.workers} worker(s), concurrency {args.concurrency}; "
+        f"pgqueuer: 1 worker, batches of {args.pgqueuer_batch_size}, concurrency unlimited "
+        "(its defaults)"
     )
     print()
     header = f"| {'system':<52} | {'done':>5} | {'seconds':>7} | {'jobs/s':>7} | load start → end |"
     print(header)
     print("|" + "|".join("-" * (len(c)) for c in header.split("|")[1:-1]) + "|")
-    names = {
-        "ours": "JobWeaver: batch API over HTTP → COMPLETED",
-        "ours-processes": "JobWeaver, the same, executors --pool processes",
-        "celery": "plain Celery, kombu stock confluentkafka, acks late",
-        "procrastinate": "procrastinate 3.10, batch_defer → succeeded",
-    }
-    rates = {}
     for side in SIDES:
         r = results.get(side)
         if r is None:
             continue
         if "error" in r:
-            print(f"| {names[side]:<52} | FAILED: {r['error']}")
+            print(f"| {SIDE_NAMES[side]:<52} | FAILED: {r['error']}")
             continue
         rate = r["completed"] / r["elapsed"] if r["elapsed"] else 0
-        rates[side] = rate
         print(
-            f"| {names[side]:<52} | {r['completed']:>5} | {r['elapsed']:>7.1f} | {rate:>7.0f} | "
-            f"{r['load_start']} → {r['load_end']} |"
+            f"| {SIDE_NAMES[side]:<52} | {r['completed']:>5} | {r['elapsed']:>7.1f} | "
+            f"{rate:>7.0f} | {r['load_start']} → {r['load_end']} |"
         )
-    print()
-    if "ours" in rates and "procrastinate" in rates:
-        print(f"ratio JobWeaver / procrastinate: {rates['ours'] / rates['procrastinate']:.2f}x")
-    if "ours" in rates and "celery" in rates:
-        print(f"ratio JobWeaver / stock Celery:  {rates['ours'] / rates['celery']:.2f}x")
-    if "ours" in rates and "ours-processes" in rates:
-        print(f"ratio process pool / threads:    {rates['ours-processes'] / rates['ours']:.2f}x")
     ours = results.get("ours")
     if ours and "error" not in ours:
         print()
@@ -878,12 +1160,12 @@ def report(args, results: dict) -> None:
             + ", ".join(f"{x:.0f}" for x in ours["rss_executor_mib"])
             + f" MiB, web (master + workers) {ours['rss_web_mib']:.0f} MiB"
         )
-    print_cpu(results)
-    for side in ("celery", "procrastinate"):
+    print()
+    for side in SIDES:
         r = results.get(side)
         if r and "error" not in r and r.get("publish_s") is not None:
-            extra = f", duplicate deliveries {r['duplicates']}" if side == "celery" else ""
-            print(f"{side}: all {r['n']} published/deferred after {r['publish_s']:.1f} s{extra}")
+            extra = f", duplicate deliveries {r['duplicates']}" if "duplicates" in r else ""
+            print(f"{side}: all {r['n']} enqueued after {r['publish_s']:.1f} s{extra}")
     if ours and ours.get("profile_path"):
         print()
         for line in summarise_profile(ours["profile_path"]):
@@ -909,7 +1191,7 @@ def main(argv: list[str]) -> int:
 
         drop_topics(os.environ["JOBWEAVER_KAFKA_TOPIC_PREFIX"])
         connections.close_all()
-        for name in (OURS_DB, CELERY_DB, PROCRASTINATE_DB):
+        for name in (OURS_DB, CELERY_DB, PROCRASTINATE_DB, PGQUEUER_DB):
             drop_database(name)
 
 
@@ -918,7 +1200,9 @@ def run(args) -> int:
         "ours": run_ours,
         "ours-processes": lambda args, bar: run_ours(args, bar, pool="processes"),
         "celery": run_celery,
+        "celery-redis": run_celery_redis,
         "procrastinate": run_procrastinate,
+        "pgqueuer": run_pgqueuer,
     }
     rounds: list[dict] = []
     with Bar() as bar:
@@ -939,6 +1223,7 @@ def run(args) -> int:
     report(args, rounds[-1])
     if args.rounds > 1:
         report_rounds(args, rounds)
+    report_systems(args, rounds)
     failed = [
         side
         for results in rounds
@@ -973,40 +1258,23 @@ def warm_up(args, bar: Bar) -> None:
 
 
 def cpu_budget(r: dict) -> dict | None:
-    """Where a side's CPU went, per job, and what it implies on this machine: the share of the
-    cores the side kept busy, and the rate its CPU per job would allow with every core busy
-    (the load generator included: it shares the cores). A side far below its ceiling waited
-    (on I/O, on polls, on a pipeline) rather than worked."""
+    """Where a side's CPU went, per job, and what it implies on this machine: the whole stack's
+    CPU per job (the system's processes: not this script, whose HTTP clients and polling stand
+    for the users), each role's, the share of the cores every measured process kept busy, and
+    the rate that CPU per job would allow with every core busy (this script included: it
+    shares the cores). A side far below its ceiling waited (on I/O, on polls, on a pipeline)
+    rather than worked."""
     if "error" in r or not r.get("cpu") or not r.get("completed") or not r.get("elapsed"):
         return None
     cores = os.cpu_count() or 1
-    total = sum(r["cpu"].values())
+    every = sum(r["cpu"].values())
+    roles = {role: 1000 * s / r["completed"] for role, s in r["cpu"].items()}
     return {
-        "ms": 1000 * total / r["completed"],
-        "busy": total / (r["elapsed"] * cores),
-        "ceiling": cores * r["completed"] / total if total else math.inf,
-        "roles": {role: 1000 * s / r["completed"] for role, s in r["cpu"].items()},
+        "ms": sum(ms for role, ms in roles.items() if role != CpuMeter.SCRIPT),
+        "busy": every / (r["elapsed"] * cores),
+        "ceiling": cores * r["completed"] / every if every else math.inf,
+        "roles": roles,
     }
-
-
-def print_cpu(results: dict) -> None:
-    budgets = {side: cpu_budget(results[side]) for side in SIDES if side in results}
-    if not any(budgets.values()):
-        return
-    print()
-    print(
-        f"CPU per job (ms; utime + stime of each process over the timed run, {os.cpu_count()} "
-        "cores; 'ceiling' = jobs/s with every core busy at this CPU per job)"
-    )
-    for side, budget in budgets.items():
-        if budget is None:
-            continue
-        roles = sorted(budget["roles"].items(), key=lambda kv: -kv[1])
-        parts = ", ".join(f"{role} {ms:.2f}" for role, ms in roles)
-        print(
-            f"  {side:<13} {budget['ms']:.2f} ms, cores {budget['busy']:.0%} busy, ceiling "
-            f"{budget['ceiling']:.0f} jobs/s: {parts}"
-        )
 
 
 def _cpu_line(results: dict) -> str:
@@ -1034,6 +1302,30 @@ def _rates(results: dict) -> dict[str, float]:
     }
 
 
+def _table(header: list[str], rows: list[list[str]]) -> None:
+    """A Markdown table, the first column left-aligned, the others right-aligned."""
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        first, *rest = cells
+        return (
+            f"| {first:<{widths[0]}} | "
+            + " | ".join(f"{c:>{w}}" for c, w in zip(rest, widths[1:], strict=True))
+            + " |"
+        )
+
+    print(line(header))
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for row in rows:
+        print(line(row))
+
+
+def _ratio(rate: dict, other: str) -> float | None:
+    if "ours" in rate and rate.get(other):
+        return rate["ours"] / rate[other]
+    return None
+
+
 def report_rounds(args, rounds: list[dict]) -> None:
     """Every round's jobs/s and ratios, then the medians. One round on this shared machine can
     be 20% off the next (the same code gave 501 to 660 jobs/s within half an hour): quote the
@@ -1041,59 +1333,120 @@ def report_rounds(args, rounds: list[dict]) -> None:
     ratios; when they differ much, the rounds disagreed."""
     sides = [side for side in SIDES if side in args.only]
     rates = [_rates(results) for results in rounds]
-    ratios = [
-        (f"ours/{other}", other)
-        for other in ("procrastinate", "celery", "ours-processes")
-        if "ours" in sides and other in sides
-    ]
-    print()
-    print(f"Rounds (jobs/s, N = {args.jobs}; the sides ran in turn: {', '.join(sides)})")
-    header = ["round", *sides, *(name for name, _ in ratios)]
-    print("| " + " | ".join(f"{h:>18}" for h in header) + " |")
-    print("|" + "|".join("-" * 20 for _ in header) + "|")
-
-    def ratio(rate: dict, other: str) -> float | None:
-        if "ours" in rate and rate.get(other):
-            return rate["ours"] / rate[other]
-        return None
+    others = [side for side in sides if side != "ours"] if "ours" in sides else []
 
     def cell(value: float | None, fmt: str) -> str:
-        return f"{'-' if value is None else format(value, fmt):>18}"
+        return "-" if value is None else format(value, fmt)
 
-    for number, rate in enumerate(rates, 1):
-        cells = [cell(rate.get(side), ".0f") for side in sides]
-        cells += [cell(ratio(rate, other), ".2f") for _, other in ratios]
-        print(f"| {number:>18} | " + " | ".join(cells) + " |")
+    def row(label: str, rate: dict) -> list[str]:
+        return [
+            label,
+            *(cell(rate.get(side), ".0f") for side in sides),
+            *(cell(_ratio(rate, other), ".2f") for other in others),
+        ]
+
     medians = {
         side: statistics.median(r[side] for r in rates if side in r)
         for side in sides
         if any(side in r for r in rates)
     }
-    cells = [cell(medians.get(side), ".0f") for side in sides]
-    cells += [cell(ratio(medians, other), ".2f") for _, other in ratios]
-    print(f"| {'median':>18} | " + " | ".join(cells) + " |")
-    budgets = {
-        side: [b for b in (cpu_budget(results[side]) for results in rounds if side in results) if b]
-        for side in sides
-    }
-    if any(budgets.values()):
-        print(
-            "CPU per job, medians of the rounds: "
-            + "; ".join(
-                f"{side} {statistics.median(b['ms'] for b in found):.2f} ms "
-                f"(cores {statistics.median(b['busy'] for b in found):.0%} busy, ceiling "
-                f"{statistics.median(b['ceiling'] for b in found):.0f} jobs/s)"
-                for side, found in budgets.items()
-                if found
-            )
-        )
-    for name, other in ratios:
-        per_round = [x for x in (ratio(rate, other) for rate in rates) if x is not None]
+    print()
+    print(f"Rounds (jobs/s, N = {args.jobs}; the sides ran in turn: {', '.join(sides)})")
+    _table(
+        ["round", *sides, *(f"ours/{other}" for other in others)],
+        [*(row(str(number), rate) for number, rate in enumerate(rates, 1)), row("median", medians)],
+    )
+    for other in others:
+        per_round = [x for x in (_ratio(rate, other) for rate in rates) if x is not None]
         if per_round:
             print(
-                f"{name}: {ratio(medians, other) or 0:.2f}x of the medians, "
+                f"ours/{other}: {_ratio(medians, other) or 0:.2f}x of the medians, "
                 f"{statistics.median(per_round):.2f}x the median of the rounds' ratios"
             )
+
+
+def report_systems(args, rounds: list[dict]) -> None:
+    """Every system side by side over the rounds' medians: jobs/s, the whole stack's CPU per job
+    and each process's share of it, then ours against each: the ratio of the jobs/s and of the
+    CPU per job. Each figure is its own median, so with several rounds the shares need not add
+    up to the median whole."""
+    sides = [side for side in SIDES if side in args.only]
+    medians: dict[str, dict[str, float]] = {}
+    for side in sides:
+        runs = [
+            results[side]
+            for results in rounds
+            if side in results and "error" not in results[side] and results[side]["elapsed"]
+        ]
+        if not runs:
+            continue
+        row = {"jobs/s": statistics.median(r["completed"] / r["elapsed"] for r in runs)}
+        budgets = [b for b in map(cpu_budget, runs) if b]
+        if budgets:
+            row["stack"] = statistics.median(b["ms"] for b in budgets)
+            row["busy"] = statistics.median(b["busy"] for b in budgets)
+            row["ceiling"] = statistics.median(b["ceiling"] for b in budgets)
+            for role in {role for b in budgets for role in b["roles"]}:
+                row[role] = statistics.median(
+                    b["roles"][role] for b in budgets if role in b["roles"]
+                )
+        medians[side] = row
+    if not medians:
+        return
+    columns = [
+        (role, title) for role, title in ROLE_COLUMNS if any(role in m for m in medians.values())
+    ]
+    columns.append((CpuMeter.SCRIPT, "this script*"))
+
+    def cell(row: dict, key: str, fmt: str) -> str:
+        return "-" if key not in row else format(row[key], fmt)
+
+    over = f"medians of {len(rounds)} rounds" if len(rounds) > 1 else "one round"
+    print()
+    print(
+        f"Every system, {over}, "
+        f"N = {args.jobs}: jobs/s and CPU per job in ms (utime + stime of each process over "
+        f"the timed run, {os.cpu_count()} cores); 'whole stack' sums the system's processes"
+    )
+    _table(
+        [
+            "system",
+            "jobs/s",
+            "whole stack",
+            *(title for _, title in columns),
+            "cores busy",
+            "ceiling",
+        ],
+        [
+            [
+                side,
+                cell(row, "jobs/s", ".0f"),
+                cell(row, "stack", ".2f"),
+                *(cell(row, role, ".2f") for role, _ in columns),
+                cell(row, "busy", ".0%"),
+                cell(row, "ceiling", ".0f"),
+            ]
+            for side, row in medians.items()
+        ],
+    )
+    print(
+        "  publisher: the system's enqueuing process (Celery's send_task, procrastinate's "
+        "batch_defer, pgqueuer's enqueue), ours being the web; PostgreSQL and Kafka: the whole "
+        "shared server; *this script: HTTP clients (ours) and polling, not in the whole stack; "
+        "ceiling: jobs/s with every core busy at the CPU per job of every measured process"
+    )
+    ours = medians.get("ours")
+    if ours is None:
+        return
+    for other, row in medians.items():
+        if other == "ours":
+            continue
+        cpu = (
+            f", {ours['stack'] / row['stack']:.2f}x the CPU per job"
+            if row.get("stack") and "stack" in ours
+            else ""
+        )
+        print(f"ours / {other}: {ours['jobs/s'] / row['jobs/s']:.2f}x the jobs/s{cpu}")
 
 
 if __name__ == "__main__":

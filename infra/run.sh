@@ -10,8 +10,8 @@ fi
 
 # The dev stack runs with DEBUG on and a dev-only secret key; real deployments set env vars.
 # Settings read only the environment, never a file: this script exports the dev stack's .env
-# (and honcho passes it to the Procfile's processes).
-[ -f .env ] || printf 'DJANGO_DEBUG=1\n' >.env
+# (and honcho passes it to the Procfile's processes). It holds the dev metrics token too.
+infra/dev-env.sh
 set -a
 # shellcheck disable=SC1091
 . ./.env
@@ -38,6 +38,7 @@ cat <<MSG
   JobWeaver is starting:
     admin  http://127.0.0.1:8000/admin/   login: admin / admin
     API    http://127.0.0.1:8000/api/jobs (token: printed above; more: manage.py create_api_token admin --name N)
+    metrics curl -H "Authorization: Bearer \$JOBWEAVER_METRICS_TOKEN" http://127.0.0.1:8000/metrics (token in .env)
   Ctrl-C stops everything.
 
 MSG

@@ -6,6 +6,8 @@
 #   infra/stack.sh stop NAME…  stop the named parts (what `up` printed: make run/test use this)
 #   infra/stack.sh down        stop both
 #   infra/stack.sh status      print what runs
+#   infra/stack.sh bench-tools install what `make bench` compares with and does not start
+#                              here (Debian's redis-server, for stock Celery on Redis)
 #
 # Everything lives under .devdata/ (git-ignored) and survives restarts. Ports are chosen so the
 # stack never clashes with a system PostgreSQL or Kafka.
@@ -236,12 +238,17 @@ case "${1:-}" in
     # kombu's Kafka integration suite, from the pinned sdist into .cache/ (test_kombu_suite.py).
     (cd "$ROOT" && .venv/bin/python -m tests.kombu_suite >/dev/null)
     ;;
+  bench-tools)
+    # The bench starts its own redis-server on a free port (bench/throughput.py); only the
+    # package is needed here.
+    command -v redis-server >/dev/null || apt_install redis-server
+    ;;
   status)
     pg_running && echo "postgres: running on 127.0.0.1:$PG_PORT" || echo "postgres: stopped"
     kafka_pid >/dev/null && echo "kafka: running on 127.0.0.1:$KAFKA_PORT" || echo "kafka: stopped"
     ;;
   *)
-    echo "usage: $0 up|down|status|stop NAME...|restart-kafka|restart-postgres" >&2
+    echo "usage: $0 up|down|status|stop NAME...|restart-kafka|restart-postgres|test-tools|bench-tools" >&2
     exit 2
     ;;
 esac

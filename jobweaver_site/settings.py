@@ -5,9 +5,11 @@ Defaults serve the dev stack started by `make run` (PostgreSQL on 127.0.0.1:5432
 process refuses to start.
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
+from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
 import jobweaver
@@ -40,13 +42,16 @@ INSTALLED_APPS = [
     *jobweaver.INSTALLED_APPS,
     # The example tasks of the quick start and the tests (not part of the library).
     "jobweaver_site.examples",
+    # Admin login throttling and the Content-Security-Policy (below): the site's choices, not
+    # the library's (§14, §17).
+    "axes",
+    "csp",
 ]
 
 MIDDLEWARE = [
-    # GET /metrics for Prometheus, before host validation and the HTTPS redirect (it scrapes
-    # pods by IP over plain HTTP).
-    "jobweaver_site.metrics.MetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Content-Security-Policy on every response, with a per-request nonce (below).
+    "csp.middleware.CSPMiddleware",
     # The request's X-Trace-Id in the context of its log lines (apps/core/logcontext.py).
     "jobweaver.core.logcontext.TraceContextMiddleware",
     # Static files (the admin's) from the web process itself, in the dev stack and in compose.
@@ -62,6 +67,8 @@ MIDDLEWARE = [
     # An admin page whose statement met the lock or statement timeout: a page saying nothing
     # was changed, not a 500 (apps/dashboard/middleware.py).
     "jobweaver.dashboard.middleware.DatabaseGaveUpMiddleware",
+    # Turns a locked-out login into its 429 page; last, as django-axes asks.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "jobweaver_site.urls"
@@ -139,6 +146,47 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+
+# --- Admin logins: throttled per (username, IP) with a cool-off (ARCHITECTURE §17) --------------
+# django-axes counts failed logins; after JOBWEAVER_LOGIN_FAILURE_LIMIT of them the same
+# username from the same address is refused (429, even with the right password) until
+# JOBWEAVER_LOGIN_COOLOFF_SECONDS passed since the last failure; another address, or another
+# username, still logs in. A success clears the count. The address is REMOTE_ADDR: behind a
+# proxy that is the proxy's, so the lockout becomes per username (docs/operations/security.md).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out login before checking
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_ENABLED = env.bool("JOBWEAVER_LOGIN_THROTTLE", default=True)
+AXES_FAILURE_LIMIT = env.int("JOBWEAVER_LOGIN_FAILURE_LIMIT", default=5)
+_login_cooloff_seconds = env.float("JOBWEAVER_LOGIN_COOLOFF_SECONDS", default=900)
+AXES_COOLOFF_TIME = timedelta(seconds=_login_cooloff_seconds)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False  # no "AXES: BEGIN" line at every process start; lockouts still log
+if AXES_FAILURE_LIMIT < 1 or _login_cooloff_seconds <= 0:
+    raise ImproperlyConfigured(
+        "JOBWEAVER_LOGIN_FAILURE_LIMIT must be at least 1 and JOBWEAVER_LOGIN_COOLOFF_SECONDS "
+        "more than 0"
+    )
+
+# --- Content-Security-Policy (ARCHITECTURE §17), by django-csp ---------------------------------
+# Scripts only from this origin, or inline with this response's nonce (`nonce="{{
+# request.csp_nonce }}"`): never an injected <script> or an inline event handler. Styles also
+# inline: the admin's own JavaScript and Swagger UI set style attributes, and a style cannot run
+# code. No plugins, no framing (X-Frame-Options says DENY too), forms post to this origin only.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF, NONCE],
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "frame-ancestors": [NONE],
+        "form-action": [SELF],
+    },
+}
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
@@ -278,7 +326,10 @@ JOBWEAVER_SUBMIT_THROTTLE_WINDOW_SECONDS = env.float(
 )
 JOBWEAVER_SUBMIT_THROTTLE_BURST = env.int("JOBWEAVER_SUBMIT_THROTTLE_BURST", default=500)
 JOBWEAVER_MAX_ACTIVE_JOBS_PER_USER = env.int("JOBWEAVER_MAX_ACTIVE_JOBS_PER_USER", default=10000)
+JOBWEAVER_MAX_RUNNING_JOBS_PER_USER = env.int("JOBWEAVER_MAX_RUNNING_JOBS_PER_USER", default=0)
 JOBWEAVER_PRIORITY_PERMISSION_ABOVE = env.int("JOBWEAVER_PRIORITY_PERMISSION_ABOVE", default=6)
+# A new API token expires after this many days unless created otherwise (0: never).
+JOBWEAVER_API_TOKEN_DEFAULT_DAYS = env.float("JOBWEAVER_API_TOKEN_DEFAULT_DAYS", default=90)
 
 # --- HTTPS and cookies: on unless DEBUG (`manage.py check --deploy` is clean) -----------------
 # Behind a TLS-terminating proxy, trust its X-Forwarded-Proto (only if it always sets it).
@@ -286,8 +337,9 @@ JOBWEAVER_SECURE_PROXY_SSL_HEADER = env.bool("JOBWEAVER_SECURE_PROXY_SSL_HEADER"
 if JOBWEAVER_SECURE_PROXY_SSL_HEADER:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env.bool("JOBWEAVER_SECURE_SSL_REDIRECT", default=not DEBUG)
-# The probes answer plain HTTP: load balancers and orchestrators call them from inside.
-SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+# The probes and /metrics answer plain HTTP: load balancers, orchestrators and Prometheus call
+# them from inside (the Host check still applies).
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 SECURE_HSTS_SECONDS = env.int("JOBWEAVER_SECURE_HSTS_SECONDS", default=0 if DEBUG else 31536000)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("JOBWEAVER_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
 SECURE_HSTS_PRELOAD = env.bool("JOBWEAVER_SECURE_HSTS_PRELOAD", default=True)
@@ -339,17 +391,26 @@ JOBWEAVER_EXECUTOR_MAX_MEMORY_PER_CHILD_MB = env.int(
 # The process pool kills a child this long after its attempt's timeout asked it to stop,
 # unless the job sets its own hard_timeout_seconds.
 JOBWEAVER_HARD_TIMEOUT_GRACE_SECONDS = env.float("JOBWEAVER_HARD_TIMEOUT_GRACE_SECONDS", default=10)
+JOBWEAVER_EXECUTOR_WRITE_BATCH = env.int("JOBWEAVER_EXECUTOR_WRITE_BATCH", default=100)
 
 # Every line carries service, trace id, job id and attempt (apps/core/logcontext.py);
 # JOBWEAVER_LOG_FORMAT=json writes one JSON object per line instead of plain text.
 JOBWEAVER_LOG_FORMAT = env.str("JOBWEAVER_LOG_FORMAT", default="plain")
 if JOBWEAVER_LOG_FORMAT not in ("plain", "json"):
     raise ImproperlyConfigured("JOBWEAVER_LOG_FORMAT must be plain or json")
-# Workers serve their Prometheus metrics on this port, one per process (0 = off); the web
+# Workers serve their Prometheus metrics on this port, one per process (0 = off), on this
+# address (127.0.0.1: this host only; compose and Helm say 0.0.0.0 for their scraper); the web
 # serves them at /metrics (apps/core/metrics.py).
 JOBWEAVER_METRICS_PORT = env.int("JOBWEAVER_METRICS_PORT", default=0)
-# When set, GET /metrics needs `Authorization: Bearer <token>` (empty: open; keep it internal).
+JOBWEAVER_METRICS_BIND = env.str("JOBWEAVER_METRICS_BIND", default="127.0.0.1")
+# Every metrics endpoint (the web's /metrics, the workers' ports) needs `Authorization: Bearer
+# <token>`; without a token they answer 404. `make run` writes a dev token into its .env.
 JOBWEAVER_METRICS_TOKEN = env.str("JOBWEAVER_METRICS_TOKEN", default="")
+# The web's /metrics reads Kafka's consumer lag at most this often per process (one scrape
+# opens a few short-lived Kafka clients); 0 reads it on every scrape.
+JOBWEAVER_METRICS_KAFKA_CACHE_SECONDS = env.float(
+    "JOBWEAVER_METRICS_KAFKA_CACHE_SECONDS", default=5
+)
 # The root log level of every process. The worker entry point hands it to Celery as its
 # --loglevel (jobweaver_site/workers.py), which sets the root logger's level in workers.
 JOBWEAVER_LOG_LEVEL = (env.str("JOBWEAVER_LOG_LEVEL", default="") or "INFO").upper()

@@ -33,6 +33,10 @@ TEST_ENVIRONMENT = {
     "JOBWEAVER_MIN_SCHEDULE_INTERVAL_SECONDS": "1",
     # The process pool kills a child 1 s after its timeout asked it to stop.
     "JOBWEAVER_HARD_TIMEOUT_GRACE_SECONDS": "1",
+    # Every metrics endpoint needs a token (§17): the tests scrape with this one.
+    "JOBWEAVER_METRICS_TOKEN": "test-metrics-token",
+    # Consumer lag read on every scrape (tests watch it move); the cache's test sets its own.
+    "JOBWEAVER_METRICS_KAFKA_CACHE_SECONDS": "0",
     # The test stack's executors serve every queue the suite's jobs use (ARCHITECTURE §15);
     # the routing tests start executors of other pools for queues outside this list.
     "JOBWEAVER_EXECUTOR_QUEUES": (

@@ -63,8 +63,13 @@ def compose(tmp_path_factory) -> list[str]:
 
 
 def run_config(compose: list[str], *args: str, **secrets: str) -> subprocess.CompletedProcess:
-    # Only what a deployer would set: the test session's own DJANGO_SECRET_KEY must not leak in.
-    env = {k: v for k, v in os.environ.items() if k not in REQUIRED_SECRETS}
+    # Only what a deployer would set: the test session's own DJANGO_SECRET_KEY (and metrics
+    # token) must not leak in.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in REQUIRED_SECRETS and k != "JOBWEAVER_METRICS_TOKEN"
+    }
     env.update(secrets)
     return subprocess.run(
         [*compose, "config", *args],
@@ -179,3 +184,41 @@ def test_worker_health_checks_are_the_projects_probe(compose):
         )
         # Not running here, so not alive: the probe exists and says why.
         assert done.returncode == 1 and f"{role}: no heartbeat file" in done.stderr
+
+
+def _published(port) -> tuple[str, str]:
+    """(host address, host port) of a published port, in either Compose's short or long form."""
+    if isinstance(port, dict):  # Compose v2: {"host_ip": ..., "published": ..., "target": ...}
+        return port.get("host_ip", ""), str(port["published"])
+    parts = str(port).split("/")[0].split(":")  # docker-compose 1.29: "127.0.0.1:8000:8000/tcp"
+    return (parts[0], parts[1]) if len(parts) == 3 else ("", parts[0])
+
+
+def test_plain_http_is_published_on_this_host_only(compose):
+    """The web speaks plain HTTP with cookies not marked secure: by default only this host
+    reaches it (a TLS proxy in front is how others do, docs/operations/security.md)."""
+    services = compose_services(compose)
+
+    assert [_published(port) for port in services["web"]["ports"]] == [("127.0.0.1", "8000")]
+    assert [name for name, service in services.items() if service.get("ports")] == ["web"]
+    environment = services["web"]["environment"]
+    assert environment["JOBWEAVER_SECURE_COOKIES"] == "0"  # fine on loopback, documented
+
+
+def test_prometheus_scrapes_every_metrics_endpoint_with_the_token(compose):
+    services = compose_services(compose)
+    unset = run_config(compose, **REQUIRED_SECRETS)
+    with_token = run_config(compose, **REQUIRED_SECRETS, JOBWEAVER_METRICS_TOKEN="scrape-me")
+    assert unset.returncode == 0 and with_token.returncode == 0, unset.stderr + with_token.stderr
+    tokened = yaml.safe_load(with_token.stdout)["services"]
+
+    # Prometheus on the compose network names the web `web`: an allowed host.
+    assert "web" in services["web"]["environment"]["DJANGO_ALLOWED_HOSTS"].split(",")
+    for name in ("web", "scheduler", *EXECUTOR_POOLS, "beat"):
+        assert services[name]["environment"]["JOBWEAVER_METRICS_TOKEN"] == ""  # 404: off
+        assert tokened[name]["environment"]["JOBWEAVER_METRICS_TOKEN"] == "scrape-me"
+    for name in ("scheduler", *EXECUTOR_POOLS, "beat"):
+        environment = services[name]["environment"]
+        # Reachable by Prometheus on the compose network (no port of theirs is published).
+        assert environment["JOBWEAVER_METRICS_BIND"] == "0.0.0.0"
+        assert environment["JOBWEAVER_METRICS_PORT"] == "9100"

@@ -75,6 +75,8 @@ def write_values(tmp_path: Path, values: dict) -> str:
 
 
 KEDA_ON = {"enabled": True, "serverAddress": "http://prometheus.monitoring:9090"}
+# Every metrics endpoint needs the bearer token (§17): whatever scrapes them needs this key.
+METRICS_TOKEN = {"secret": {"metricsTokenKey": "METRICS_TOKEN"}}
 
 
 @pytest.mark.parametrize("values", [[], [str(PRODUCTION)]], ids=["default", "production"])
@@ -150,7 +152,8 @@ def test_keda_renders_a_scaled_object_per_pool_for_its_deployment(helm, tmp_path
                     {"name": "bulk", "queues": ["bulk", "reports"], "replicas": 1},
                 ],
                 "autoscaling": {"keda": {**KEDA_ON, "metricSelector": 'namespace="jobs"'}},
-            }
+            },
+            **METRICS_TOKEN,
         },
     )
     lint = run(helm, "lint", "--strict", str(CHART), "-f", values)
@@ -227,7 +230,8 @@ def test_keda_is_enabled_pool_by_pool(helm, tmp_path):
                         },
                     },
                 ],
-            }
+            },
+            **METRICS_TOKEN,
         },
     )
     docs = render(helm, values)
@@ -298,7 +302,7 @@ def test_replicas_moved_into_the_pools(helm):
     ids=["duplicate-name", "no-server", "min-over-max", "no-trigger", "more-than-partitions"],
 )
 def test_chart_refuses_pools_that_cannot_work(helm, tmp_path, executor, message):
-    values = write_values(tmp_path, {"executor": executor})
+    values = write_values(tmp_path, {"executor": executor, **METRICS_TOKEN})
 
     done = run(helm, "template", "jw", str(CHART), "-f", values)
 
@@ -339,7 +343,9 @@ def test_alerts_and_dashboard_use_only_exported_metrics():
 
 
 def test_keda_queries_use_only_exported_metrics(helm, tmp_path):
-    values = write_values(tmp_path, {"executor": {"autoscaling": {"keda": KEDA_ON}}})
+    values = write_values(
+        tmp_path, {"executor": {"autoscaling": {"keda": KEDA_ON}}, **METRICS_TOKEN}
+    )
     scaled = [doc for doc in render(helm, values) if doc["kind"] == "ScaledObject"]
     queries = [
         trigger["metadata"]["query"] for doc in scaled for trigger in doc["spec"]["triggers"]
@@ -350,3 +356,76 @@ def test_keda_queries_use_only_exported_metrics(helm, tmp_path):
     for query in queries:
         used = set(re.findall(r"\bjobweaver_[a-z_]+", query))
         assert used and used <= exported, f"{query}: unknown {used - exported}"
+
+
+def containers_of(docs: list[dict]) -> dict[str, dict]:
+    """Every Deployment's container, by Deployment name."""
+    return {
+        doc["metadata"]["name"]: doc["spec"]["template"]["spec"]["containers"][0]
+        for doc in docs
+        if doc["kind"] == "Deployment"
+    }
+
+
+def test_metrics_endpoints_are_reachable_by_pod_ip_and_need_the_token(helm, tmp_path):
+    """Prometheus scrapes a pod by its IP (its Host header) with the bearer token: the web
+    allows its pod IP as a host, the workers bind the pod's address, every container gets the
+    token from the Secret."""
+    plain = containers_of(render(helm))
+    tokened = containers_of(render(helm, write_values(tmp_path, METRICS_TOKEN)))
+
+    for name, container in plain.items():
+        names = [entry["name"] for entry in container["env"]]
+        env = env_of(container)
+        # Kubernetes expands $(JOBWEAVER_POD_IP) only from a variable defined before.
+        assert names.index("JOBWEAVER_POD_IP") < names.index("DJANGO_ALLOWED_HOSTS")
+        assert env["JOBWEAVER_POD_IP"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+        assert env["DJANGO_ALLOWED_HOSTS"] == "jobweaver.example.com,$(JOBWEAVER_POD_IP)"
+        assert "JOBWEAVER_METRICS_TOKEN" not in env  # no key: every endpoint answers 404
+        assert env_of(tokened[name])["JOBWEAVER_METRICS_TOKEN"] == {
+            "secretKeyRef": {"name": "jobweaver", "key": "METRICS_TOKEN"}
+        }
+        if name.endswith("-web"):
+            assert "JOBWEAVER_METRICS_PORT" not in env
+        else:
+            assert env["JOBWEAVER_METRICS_PORT"] == "9100"
+            assert env["JOBWEAVER_METRICS_BIND"] == "0.0.0.0"
+
+
+def test_pod_monitor_scrapes_the_web_and_the_workers_with_the_token(helm, tmp_path):
+    values = write_values(tmp_path, {**METRICS_TOKEN, "metrics": {"podMonitor": {"enabled": True}}})
+    lint = run(helm, "lint", "--strict", str(CHART), "-f", values)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    docs = render(helm, values)
+    (monitor,) = [doc for doc in docs if doc["kind"] == "PodMonitor"]
+
+    endpoints = {endpoint["port"]: endpoint for endpoint in monitor["spec"]["podMetricsEndpoints"]}
+    assert set(endpoints) == {"http", "metrics"}
+    for endpoint in endpoints.values():
+        assert endpoint["path"] == "/metrics"
+        assert endpoint["authorization"] == {
+            "type": "Bearer",
+            "credentials": {"name": "jobweaver", "key": "METRICS_TOKEN"},
+        }
+    ports = {
+        port["name"]
+        for container in containers_of(docs).values()
+        for port in container.get("ports", [])
+    }
+    assert {"http", "metrics"} <= ports
+    assert monitor["spec"]["selector"]["matchLabels"]["app.kubernetes.io/instance"] == "jw"
+    assert not [doc for doc in render(helm) if doc["kind"] == "PodMonitor"]  # off by default
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"metrics": {"podMonitor": {"enabled": True}}},
+        {"executor": {"autoscaling": {"keda": KEDA_ON}}},
+    ],
+    ids=["pod-monitor", "keda"],
+)
+def test_scrapers_need_the_metrics_token(helm, tmp_path, values):
+    done = run(helm, "template", "jw", str(CHART), "-f", write_values(tmp_path, values))
+
+    assert done.returncode != 0 and "needs secret.metricsTokenKey" in done.stderr, done.stderr

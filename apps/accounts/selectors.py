@@ -5,8 +5,9 @@ ModelBackend loads the user's own permissions, then their groups' (two ORM queri
 object that lives for one request), on every API request; one statement costs a fraction of
 that (bench/NOTES.md). Its answer is the backend's: an inactive user holds nothing, a
 superuser everything, anyone else a permission given to them or to one of their groups. With
-any other authentication backend configured, it asks Django instead, since that backend may
-grant more.
+any other authentication backend that answers permissions configured, it asks Django instead,
+since that backend may grant more; a backend without `has_perm` (django-axes' login throttle)
+grants nothing, and Django does not ask it either.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.contrib.contenttypes.models import ContentType
 from django.db import connection
+from django.utils.module_loading import import_string
 
 from jobweaver.conf import settings
 
@@ -30,7 +32,7 @@ def missing_permissions(user, perms: Iterable[str]) -> list[str]:
     perms = list(perms)
     if not perms:
         return []
-    if list(settings.AUTHENTICATION_BACKENDS) != [MODEL_BACKEND]:
+    if _permission_backends(tuple(settings.AUTHENTICATION_BACKENDS)) != (MODEL_BACKEND,):
         return [perm for perm in perms if not user.has_perm(perm)]
     if not user.is_active:
         return perms
@@ -40,6 +42,13 @@ def missing_permissions(user, perms: Iterable[str]) -> list[str]:
         cursor.execute(_held_statement(), {"perms": perms, "user": user.pk})
         held = {row[0] for row in cursor.fetchall()}
     return [perm for perm in perms if perm not in held]
+
+
+@functools.cache
+def _permission_backends(backends: tuple[str, ...]) -> tuple[str, ...]:
+    """The backends Django asks about permissions: those with `has_perm`
+    (django.contrib.auth.models._user_has_perm)."""
+    return tuple(path for path in backends if hasattr(import_string(path), "has_perm"))
 
 
 def holds(user, perm: str) -> bool:

@@ -1,4 +1,9 @@
-"""Creating, checking and revoking API tokens."""
+"""Creating, checking and revoking API tokens.
+
+A token expires JOBWEAVER_API_TOKEN_DEFAULT_DAYS (90) after its creation unless its creator
+chose another expiry, or none (ARCHITECTURE §17): a key that leaked into a CI log or a laptop
+stops working by itself. 0 days means tokens never expire unless told to.
+"""
 
 from __future__ import annotations
 
@@ -6,17 +11,21 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Final, Literal
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from jobweaver.accounts.models import ApiToken
+from jobweaver.conf import settings
 from jobweaver.core.errors import InvalidRequest
 
 KEY_PREFIX = "jw_"
 SHOWN_PREFIX_CHARS = 10
 # last_used_at is a hint for operators, not an audit log: write it at most this often.
 LAST_USED_RESOLUTION = timedelta(seconds=60)
+# `expires_at=DEFAULT_EXPIRY`: JOBWEAVER_API_TOKEN_DEFAULT_DAYS from now (None: never expires).
+DEFAULT_EXPIRY: Final = "default"
 
 
 @dataclass(frozen=True)
@@ -29,9 +38,23 @@ def _hash(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+def default_token_expiry() -> datetime | None:
+    """When a token created now expires unless its creator says otherwise (None: never)."""
+    days = settings.JOBWEAVER_API_TOKEN_DEFAULT_DAYS
+    return timezone.now() + timedelta(days=days) if days else None
+
+
 @transaction.atomic
-def api_token_create(*, user, name: str, expires_at: datetime | None = None) -> CreatedToken:
-    """A new token for `user`; the returned key is the only copy there will ever be."""
+def api_token_create(
+    *,
+    user,
+    name: str,
+    expires_at: datetime | Literal["default"] | None = DEFAULT_EXPIRY,
+) -> CreatedToken:
+    """A new token for `user`; the returned key is the only copy there will ever be. It expires
+    at `expires_at`, never with None, and by default after JOBWEAVER_API_TOKEN_DEFAULT_DAYS."""
+    if expires_at == DEFAULT_EXPIRY:
+        expires_at = default_token_expiry()
     name = name.strip()
     if not name or len(name) > 100:
         raise InvalidRequest("a token name is 1-100 characters")
@@ -71,7 +94,8 @@ def api_token_authenticate(*, key: str) -> ApiToken | None:
 
 @transaction.atomic
 def api_token_rotate(*, user, name: str) -> CreatedToken:
-    """Revoke `user`'s live token called `name`, if any, and create a new one by that name."""
+    """Revoke `user`'s live token called `name`, if any, and create a new one by that name
+    (with the default expiry)."""
     live = ApiToken.objects.select_for_update().filter(
         user=user, name=name.strip(), revoked_at=None
     )

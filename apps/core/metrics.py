@@ -11,15 +11,25 @@ process (the threads and solo pools never fork: librdkafka is not fork-safe), so
 or pod is one scrape target, exactly what Prometheus' service discovery expects, with live
 values and no shared directory. Multiprocess mode exists for servers that fork workers behind
 one port; gunicorn is one, so the web (and only the web) uses it (jobweaver_site/gunicorn.conf.py).
+
+A worker's listener is not public (ARCHITECTURE §17): it binds JOBWEAVER_METRICS_BIND
+(127.0.0.1 unless a deployment's scraper needs another address) and, like the web's /metrics,
+answers only `Authorization: Bearer <JOBWEAVER_METRICS_TOKEN>` (401 otherwise, 404 for every
+request while no token is set).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import socket
+import threading
 from collections.abc import Callable
+from socketserver import ThreadingMixIn
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from django.db import transaction
+from django.utils.crypto import constant_time_compare
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     REGISTRY,
@@ -27,8 +37,8 @@ from prometheus_client import (
     Counter,
     Histogram,
     generate_latest,
+    make_wsgi_app,
     multiprocess,
-    start_http_server,
 )
 from prometheus_client.registry import Collector
 
@@ -107,8 +117,49 @@ def exposition(extra: Collector | None = None) -> tuple[bytes, str]:
     return body, CONTENT_TYPE_LATEST
 
 
-def serve(port: int) -> None:
-    """Serve this process's metrics on `port` (all interfaces) from a daemon thread; 0 = off."""
-    if port:
-        start_http_server(port)
-        logger.info("metrics on :%d/metrics", port)
+def bearer_token_app(app, token: str):
+    """`app` (WSGI) behind `Authorization: Bearer <token>`, compared in constant time; with no
+    token, every request is 404."""
+
+    def guarded(environ, start_response):
+        if not token:
+            start_response("404 Not Found", [("Content-Type", "text/plain")])
+            return [b"metrics are off: JOBWEAVER_METRICS_TOKEN is not set\n"]
+        if not constant_time_compare(environ.get("HTTP_AUTHORIZATION", ""), f"Bearer {token}"):
+            start_response(
+                "401 Unauthorized",
+                [("Content-Type", "text/plain"), ("WWW-Authenticate", 'Bearer realm="metrics"')],
+            )
+            return [b"metrics need a bearer token\n"]
+        return app(environ, start_response)
+
+    return guarded
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format, *args):  # one line per scrape on stderr says nothing
+        pass
+
+
+def serve(port: int, *, bind: str = "127.0.0.1", token: str = "") -> WSGIServer | None:
+    """Serve this process's metrics on `bind`:`port` behind the bearer token, from a daemon
+    thread; 0 = off. Returns the server (tests shut it down)."""
+    if not port:
+        return None
+    family = socket.getaddrinfo(bind, port, type=socket.SOCK_STREAM)[0][0]
+
+    class Server(ThreadingMixIn, WSGIServer):
+        address_family = family
+        daemon_threads = True
+
+    server = make_server(
+        bind, port, bearer_token_app(make_wsgi_app(), token), Server, handler_class=_QuietHandler
+    )
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    if token:
+        logger.info("metrics on %s:%d/metrics (bearer token)", bind, port)
+    else:
+        logger.warning(
+            "metrics on %s:%d answer 404: set JOBWEAVER_METRICS_TOKEN to scrape them", bind, port
+        )
+    return server

@@ -9,9 +9,10 @@ from urllib.parse import urlencode
 from django.contrib import admin, messages
 from django.contrib.admin.models import DELETION, LogEntry
 from django.contrib.contenttypes.models import ContentType
-from django.core.exceptions import PermissionDenied
+from django.contrib.contenttypes.views import shortcut
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import DatabaseError
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -265,3 +266,13 @@ def dead_letter_desk(request: HttpRequest) -> HttpResponse:
             "all_url": job_list_url(execution__status="DEAD_LETTER"),
         },
     )
+
+
+def view_on_site(request: HttpRequest, content_type_id: int, object_id: str) -> HttpResponse:
+    """The admin's "view on site" redirect (`admin/r/<content type>/<id>/`) without its two
+    faults: an id that is not a UUID was a 500 (Django's view lets the ValidationError out),
+    and its two 404s told an object that exists from one that does not. One 404 for both."""
+    try:
+        return shortcut(request, content_type_id, object_id)
+    except (Http404, ValidationError):
+        raise Http404("no such object, or it has no page of its own") from None

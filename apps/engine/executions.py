@@ -2,7 +2,9 @@
 
     created                        executions_create                        (submission)
     dispatch, set_aside, put_back  apps/engine/claim/                        (the dispatcher)
-    start, heartbeat, complete     execution_start, _heartbeat, _complete   (fenced, one statement)
+    start                          executions_start                         (fenced per row, one)
+    heartbeat, complete            execution_heartbeat, _complete           (fenced, one statement)
+    complete (many)                executions_complete                      (fenced per row, one)
     hand_back                      execution_hand_back                      (worker, wrong queue)
     retry | dead_letter            execution_fail                           (worker)
     end_cancelled, release         execution_end_cancelled, _release        (worker)
@@ -37,7 +39,13 @@ from jobweaver.core.db import assert_in_transaction, seconds
 from jobweaver.core.errors import InvalidStateTransition, JobNotFound
 from jobweaver.engine import events, ledger, workflows
 from jobweaver.engine.ledger import NOTHING_REPORTED, AttemptReport
-from jobweaver.engine.mover import events_written, move_fenced, move_row, move_set
+from jobweaver.engine.mover import (
+    events_written,
+    move_fenced,
+    move_fenced_many,
+    move_row,
+    move_set,
+)
 from jobweaver.engine.retry import RetryDecision, policy_for, policy_from_settings, retries_on
 from jobweaver.engine.store import events as event_rows
 from jobweaver.engine.store import executions as execution_rows
@@ -86,7 +94,7 @@ def executions_create(*, jobs: list, waiting: list[uuid.UUID] = ()) -> list[JobE
 
 
 class Started(NamedTuple):
-    """What the executor needs of an execution it has just started (`execution_start`)."""
+    """What the executor needs of an execution it has just started (`executions_start`)."""
 
     attempt: int
     job_type: str
@@ -98,31 +106,34 @@ class Started(NamedTuple):
     workflow_id: uuid.UUID | None  # the job's workflow (§16), or None
 
 
-def execution_start(
-    *, job_id: uuid.UUID, event_id: uuid.UUID, worker_id: str, serves: list[str]
-) -> Started | None:
-    """DISPATCHED → RUNNING for the holder of `event_id`, starting the attempt's lease and
-    opening its attempt row, in one statement; `worker_id` is "<host>:<pid>:<thread>", its
-    executor process the part before the last colon, serving the queues `serves`. None when
-    the token is stale or the job's queue is not served (see `execution_hand_back`)."""
-    row = move_fenced(
+def executions_start(
+    deliveries: list[tuple[uuid.UUID, uuid.UUID, str]], *, serves: list[str]
+) -> dict[uuid.UUID, Started]:
+    """DISPATCHED → RUNNING for the holders of these deliveries' tokens — (job id, event id,
+    worker id) each, the worker "<host>:<pid>:<thread>" of one executor process — starting
+    each attempt's lease and opening its attempt row, in one statement, each row fenced by its
+    own token: {job id: Started} for the ones started. A stale token, or a job whose queue the
+    executor does not serve (`serves`; see `execution_hand_back`), changes nothing."""
+    executor_id = deliveries[0][2].rpartition(":")[0]
+    assert all(w.rpartition(":")[0] == executor_id for _, _, w in deliveries), "one process"
+    rows = move_fenced_many(
         "start",
         actor=WORKER,
-        statement=lambda transition: execution_rows.execution_start(
-            transition,
-            job_id=job_id,
-            event_id=event_id,
-            executor_id=worker_id.rpartition(":")[0],
-            attempt_worker_id=worker_id,
-            lease=seconds(settings.JOBWEAVER_LEASE_SECONDS),
-            serves=serves,
+        statement=lambda transition: list(
+            execution_rows.executions_start(
+                transition,
+                deliveries=deliveries,
+                executor_id=executor_id,
+                lease=seconds(settings.JOBWEAVER_LEASE_SECONDS),
+                serves=serves,
+            ).items()
         ),
     )
-    if row is None:
-        return None
-    *fields, waited = row
-    metrics.count_on_commit(lambda: metrics.START_WAIT.observe(float(waited)))
-    return Started(*fields)
+    started = {}
+    for job_id, (*fields, waited) in rows:
+        metrics.count_on_commit(lambda waited=waited: metrics.START_WAIT.observe(float(waited)))
+        started[job_id] = Started(*fields)
+    return started
 
 
 def execution_hand_back(*, job_id: uuid.UUID, event_id: uuid.UUID, serves: list[str]) -> bool:
@@ -189,6 +200,33 @@ def execution_complete(
         released, finished = moved
         workflows.count_settled(released=released, finished=finished)
     return True
+
+
+def executions_complete(completions: list[tuple[uuid.UUID, uuid.UUID, AttemptReport]]) -> set:
+    """`execution_complete` for many (job id, event id, report) at once, one statement: the
+    executor's batched writer. Each row is fenced by its own token; returns the job ids
+    completed (a refused one changes nothing). Not for a workflow's job (§16)."""
+    rows = [
+        {
+            "job_id": job_id,
+            "event_id": event_id,
+            "steps_completed": report.steps_completed,
+            "total_steps": report.total_steps,
+            "log_lines": None if report.log_lines is None else list(report.log_lines),
+            "result": report.result,
+        }
+        for job_id, event_id, report in completions
+    ]
+    completed = move_fenced_many(
+        "complete",
+        actor=WORKER,
+        statement=lambda transition: execution_rows.executions_complete(
+            transition, completions=rows
+        ),
+    )
+    for _ in completed:
+        ledger.count_attempt(AttemptOutcome.SUCCESS)
+    return set(completed)
 
 
 def execution_fail(
@@ -608,10 +646,11 @@ __all__ = [
     "execution_run_now",
     "execution_should_stop",
     "execution_snooze",
-    "execution_start",
+    "executions_complete",
     "executions_create",
     "executions_hold",
     "executions_lock_expired",
     "executions_recall",
+    "executions_start",
     "executions_unsend",
 ]

@@ -117,6 +117,19 @@ def move_fenced(name: str, *, actor: Actor, statement: Callable[[Transition], T]
     return result
 
 
+def move_fenced_many(name: str, *, actor: Actor, statement: Callable[[Transition], list]) -> list:
+    """`move_fenced` for many rows in one statement, each fenced by its own token: its result
+    is the list of rows moved (the fence's refusals left out)."""
+    transition = _transition(name, actor)
+    assert transition.fenced, name
+    moved = statement(transition)
+    if moved:
+        _count(transition, len(moved))
+        if transition.events:
+            events_written()
+    return moved
+
+
 def move_set(name: str, *, actor: Actor, statement: Callable[[Transition], T]) -> T:
     """Run the set-based `statement` of transition `name`; its result is the count of rows
     moved or the list of them."""

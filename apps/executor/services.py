@@ -8,6 +8,7 @@ duplicate delivery changes nothing: the fence refuses it.
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from dataclasses import dataclass
 from enum import StrEnum
@@ -16,6 +17,7 @@ from typing import Any
 from django.db import transaction
 
 from jobweaver.conf import settings
+from jobweaver.core.groupcommit import GroupCommit
 from jobweaver.engine import executions
 from jobweaver.engine.ledger import AttemptReport
 from jobweaver.scheduler.dispatch import dispatch_job_now
@@ -55,13 +57,12 @@ def attempt_start(
     *, job_id: uuid.UUID, event_id: uuid.UUID, worker_id: str
 ) -> ClaimedAttempt | None:
     """Claim the execution for this delivery (DISPATCHED → RUNNING) and open its attempt, in
-    one statement; `worker_id` is "<host>:<pid>:<thread>", its executor process the part before
-    the last colon. None for a stale or duplicate delivery: the fence alone decides — a delivery
+    one statement shared with the deliveries that arrive at the same time (`_starts`);
+    `worker_id` is "<host>:<pid>:<thread>", its executor process the part before the last
+    colon. None for a stale or duplicate delivery: the fence alone decides — a delivery
     that already started finds its execution RUNNING or finished, or its token cleared."""
     serves = list(settings.JOBWEAVER_EXECUTOR_QUEUES)
-    started = executions.execution_start(
-        job_id=job_id, event_id=event_id, worker_id=worker_id, serves=serves
-    )
+    started = _starts().submit((job_id, event_id, worker_id))
     if started is None:
         if executions.execution_hand_back(job_id=job_id, event_id=event_id, serves=serves):
             logger.info(
@@ -111,8 +112,9 @@ def attempt_finish(
     `result`, `exception_type`, `traceback` and `exception_mro` are a TASK attempt's return value
     or exception (its class paths decide a task's retry_on).
 
-    A success, the ending of nearly every attempt, is one statement (execution_complete); the
-    other endings are a transaction, as their decisions (retry or dead letter, a cancel
+    A success, the ending of nearly every attempt, is one statement, shared with the other
+    successes of this process that end at the same time (`_completions`); the other endings
+    are a transaction, as their decisions (retry or dead letter, a cancel
     request, a release) read the locked row first."""
     ending = Ending(outcome)
     report = AttemptReport(
@@ -124,18 +126,65 @@ def attempt_finish(
         traceback=traceback,
     )
     if ending is Ending.SUCCESS:
-        accepted = executions.execution_complete(
-            job_id=claimed.job_id,
-            event_id=claimed.event_id,
-            report=report,
-            workflow_id=claimed.workflow_id,
-        )
+        if claimed.workflow_id is None:
+            accepted = _completions().submit((claimed.job_id, claimed.event_id, report))
+        else:  # a workflow's job settles its workflow in its own statement (§16)
+            accepted = executions.execution_complete(
+                job_id=claimed.job_id,
+                event_id=claimed.event_id,
+                report=report,
+                workflow_id=claimed.workflow_id,
+            )
         if not accepted:
             _log_refused(claimed, ending)
         return accepted
     return _attempt_end_otherwise(
         claimed, ending, report, error, retryable, exception_mro, snooze_seconds
     )
+
+
+def _complete_batch(completions: list) -> list[bool]:
+    """One statement for the successes that waited together (engine.executions_complete)."""
+    completed = executions.executions_complete(completions)
+    return [job_id in completed for job_id, _, _ in completions]
+
+
+def _start_batch(deliveries: list) -> list:
+    """One statement for the deliveries that arrived together (engine.executions_start)."""
+    started = executions.executions_start(
+        deliveries, serves=list(settings.JOBWEAVER_EXECUTOR_QUEUES)
+    )
+    return [started.get(job_id) for job_id, _, _ in deliveries]
+
+
+_writer: GroupCommit | None = None
+_start_writer: GroupCommit | None = None
+_writer_lock = threading.Lock()
+
+
+def _completions() -> GroupCommit:
+    """This process's writer of successes: the attempts' threads that end at about the same
+    time share one statement (apps/core/groupcommit.py); an attempt ending alone is written at
+    once. Each thread returns, and its delivery is acknowledged, after its batch committed."""
+    global _writer
+    with _writer_lock:
+        if _writer is None:
+            _writer = GroupCommit(
+                _complete_batch, max_batch=settings.JOBWEAVER_EXECUTOR_WRITE_BATCH
+            )
+        return _writer
+
+
+def _starts() -> GroupCommit:
+    """This process's writer of claims: deliveries that arrive while the previous claim
+    statement runs share the next one, as successes do (`_completions`)."""
+    global _start_writer
+    with _writer_lock:
+        if _start_writer is None:
+            _start_writer = GroupCommit(
+                _start_batch, max_batch=settings.JOBWEAVER_EXECUTOR_WRITE_BATCH
+            )
+        return _start_writer
 
 
 @transaction.atomic

@@ -9,6 +9,7 @@ services as the API (apps/jobs/operations.py applies one per job and reports the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from collections.abc import Callable
@@ -571,7 +572,12 @@ class JobAdmin(ExactSearchMixin, admin.ModelAdmin):
         return super().changelist_view(request, {**extra, **(extra_context or {})})
 
     def change_view(self, request: HttpRequest, object_id, form_url="", extra_context=None):
-        job = Job.objects.select_related("execution").filter(pk=object_id).first()
+        # A malformed id is an unknown job (Django's own view redirects to the list), never a
+        # 500; and the panel reads only a job this user may see.
+        job = None
+        with contextlib.suppress(ValueError):
+            visible = self.get_queryset(request).select_related("execution")
+            job = visible.filter(pk=uuid.UUID(str(object_id))).first()
         extra = {}
         if job is not None:
             execution = _execution(job)

@@ -351,9 +351,14 @@ def _dispatch_now(job_ids: list[uuid.UUID]) -> None:
         logger.warning("fast-path dispatch of a batch failed; beat will retry", exc_info=True)
 
 
+@transaction.atomic
 def job_retry(*, job_id: str | uuid.UUID) -> None:
-    """Operator retry of a FAILED or CANCELLED job with a fresh retry budget."""
-    execution_retry(job_id=parse_job_id(job_id))
+    """Operator retry of a FAILED or CANCELLED job with a fresh retry budget. The job waits
+    again, so it counts against its owner's active-jobs cap like a submit (§17): otherwise
+    cancel-then-retry would hold more jobs than the cap allows."""
+    execution = execution_retry(job_id=parse_job_id(job_id))
+    if execution.submitted_by_id is not None and execution.status != ExecutionStatus.WAITING:
+        _check_active_cap(execution.submitted_by, added=1)
 
 
 def job_cancel(*, job_id: str | uuid.UUID) -> None:

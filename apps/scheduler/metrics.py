@@ -7,12 +7,16 @@ run-job and scheduler partition.
 They describe the whole deployment, not one process, so only the web serves them; with several
 web replicas every replica reports the same values (use max() in queries, not sum()). Consumer
 lag is measured from outside the consumer group — committed offsets against the log end — so
-it keeps rising while every executor is stopped, which is when it matters.
+it keeps rising while every executor is stopped, which is when it matters. Reading it opens
+short-lived Kafka clients (an admin and two consumers per topic), so a process reads it at most
+once per JOBWEAVER_METRICS_KAFKA_CACHE_SECONDS and concurrent scrapes share that one reading.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 
 from confluent_kafka import KafkaException
 from django.db import connection, transaction
@@ -22,6 +26,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 import kombu_kafka
+from jobweaver.conf import settings
 from jobweaver.core.kafka import RUN_JOB, SCHEDULER, common_config, topic_name
 from jobweaver.engine.claim import credits as claim_credits
 from jobweaver.scheduler import flow
@@ -29,6 +34,10 @@ from jobweaver.scheduler.models import ExecutionStatus, JobExecution
 from jobweaver.scheduler.selectors import queue_due_work, waiting_queues
 
 logger = logging.getLogger(__name__)
+
+_lag_lock = threading.Lock()
+# (monotonic time of the reading, ((topic, group, partition, records), ...) or the error)
+_lag_reading: tuple[float, tuple | KafkaException] | None = None
 
 # The database clock as a value (a scalar subquery, read once): compared with the volatile
 # clock_timestamp() itself, `next_run_at` was checked row by row along jw_execution_pending_due,
@@ -75,14 +84,40 @@ class ClusterCollector(Collector):
             "Records after the consumer group's committed offset, per partition",
             labels=["topic", "group", "partition"],
         )
-        for base in (RUN_JOB, SCHEDULER):
-            topic = topic_name(base)
-            group = kombu_kafka.default_group_id((topic,))
-            for partition, records in sorted(
-                kombu_kafka.partition_lag(common_config(), topic, group).items()
-            ):
-                lag.add_metric([topic, group, str(partition)], records)
+        for topic, group, partition, records in consumer_lag():
+            lag.add_metric([topic, group, str(partition)], records)
         return lag
+
+
+def consumer_lag() -> tuple[tuple[str, str, int, int], ...]:
+    """(topic, group, partition, records) of run-job and the scheduler's topic, read from Kafka
+    at most once per JOBWEAVER_METRICS_KAFKA_CACHE_SECONDS in this process (a failed reading
+    too: a broker that is away costs one timeout per period, not one per scrape). Raises the
+    reading's KafkaException."""
+    global _lag_reading
+    with _lag_lock:
+        cached = _lag_reading
+        if cached is None or time.monotonic() - cached[0] >= (
+            settings.JOBWEAVER_METRICS_KAFKA_CACHE_SECONDS
+        ):
+            try:
+                reading: tuple | KafkaException = _read_consumer_lag()
+            except KafkaException as exc:
+                reading = exc
+            cached = _lag_reading = (time.monotonic(), reading)
+    if isinstance(cached[1], KafkaException):
+        raise KafkaException(*cached[1].args)  # a new one: the cached one keeps its traceback
+    return cached[1]
+
+
+def _read_consumer_lag() -> tuple[tuple[str, str, int, int], ...]:
+    rows = []
+    for base in (RUN_JOB, SCHEDULER):
+        topic = topic_name(base)
+        group = kombu_kafka.default_group_id((topic,))
+        lags = kombu_kafka.partition_lag(common_config(), topic, group)
+        rows += [(topic, group, partition, records) for partition, records in sorted(lags.items())]
+    return tuple(rows)
 
 
 def database_gauges() -> list[GaugeMetricFamily]:

@@ -100,9 +100,11 @@ def _cancel(workflow_id: uuid.UUID) -> Workflow:
     return workflow
 
 
+@transaction.atomic
 def workflow_retry_failed(*, workflow_id: uuid.UUID) -> list[uuid.UUID]:
-    """An operator's retry of every FAILED job of the workflow (each as `job_retry`): the jobs
-    their failures cancelled wait again and the workflow runs again. Returns the jobs retried."""
+    """An operator's retry of every FAILED job of the workflow (each as `job_retry`), all or
+    none (the active-jobs cap may refuse one): the jobs their failures cancelled wait again
+    and the workflow runs again. Returns the jobs retried."""
     failed = list(
         Node.objects.filter(workflow_id=workflow_id, job__execution__status="FAILED")
         .order_by("position")

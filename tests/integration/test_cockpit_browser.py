@@ -1,6 +1,7 @@
 """The cockpit in a real browser (headless Chromium driven by selenium) against a live server
 and real workers: an operator logs in, filters FAILED jobs, retries all matching and sees them
-move on; the dashboard updates a count without reloading. Screenshots go to artifacts/.
+move on; the dashboard updates a count without reloading. Screenshots go to artifacts/. The
+pages run under the site's Content-Security-Policy: the browser reports no violation.
 
 One browser for the whole session (starting Chromium is the slow part); the server is Django's
 live-server thread on this test database, in autocommit (`live_db`), so the workers see what
@@ -68,6 +69,8 @@ def browser():
         f"--user-data-dir={profile}",
     ):
         options.add_argument(flag)
+    # The console, where Chromium reports what the Content-Security-Policy blocked.
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.implicitly_wait(0)
     try:
@@ -120,6 +123,15 @@ def log_in(browser, web: str, username: str) -> None:
         timeout=WAIT_SECONDS,
         message="the admin index after login",
     )
+
+
+def csp_violations(browser) -> list[str]:
+    """What the browser refused under the Content-Security-Policy since the last call."""
+    return [
+        entry["message"]
+        for entry in browser.get_log("browser")
+        if "Content Security Policy" in entry["message"]
+    ]
 
 
 def screenshot(browser, name: str) -> None:
@@ -235,6 +247,11 @@ def test_dashboard_counts_change_without_a_reload(live_db, browser, web, operato
     assert browser.execute_script("return window.jwNoReload === true;")
     assert "<svg" in browser.page_source and "Kafka topics" in browser.page_source
     screenshot(browser, "dashboard")
+    # Its script ran (the count moved) under the policy, which the browser saw and kept.
+    assert csp_violations(browser) == []
+    assert browser.execute_script(
+        "return document.querySelector('script[src*=\"dashboard/dashboard.js\"]').nonce"
+    )
 
 
 def test_a_workflow_page_draws_fifty_jobs_by_status_with_links(browser, web, operator, stack):
@@ -276,6 +293,7 @@ def test_a_workflow_page_draws_fifty_jobs_by_status_with_links(browser, web, ope
     assert statuses == {"COMPLETED", "FAILED", "CANCELLED"}
     browser.execute_script("document.querySelector('svg.jw-workflow-graph').scrollIntoView()")
     screenshot(browser, "workflow-page")
+    assert csp_violations(browser) == []
     link = browser.find_element(By.CSS_SELECTOR, "svg.jw-workflow-graph a")
     browser.execute_script(
         "arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", link

@@ -1,6 +1,7 @@
 """Prometheus metrics, scraped as Prometheus would: the web's /metrics (this process's counters
 and the cluster gauges) and each worker process's own port, before and after a few jobs on the
-real stack; consumer lag rises while the executors are frozen (SIGSTOP) and falls after SIGCONT."""
+real stack; consumer lag rises while the executors are frozen (SIGSTOP) and falls after SIGCONT.
+Every endpoint takes the bearer token (JOBWEAVER_METRICS_TOKEN, set by the test settings)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import signal
 import urllib.request
 
 import pytest
+from django.conf import settings
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -34,15 +36,20 @@ class Scrape:
         )
 
 
+def authorization() -> dict[str, str]:
+    return {"Authorization": f"Bearer {settings.JOBWEAVER_METRICS_TOKEN}"}
+
+
 def scrape_web() -> Scrape:
-    response = Client().get("/metrics")
+    response = Client().get("/metrics", headers=authorization())
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/plain")
     return Scrape(response.content.decode())
 
 
 def scrape_port(port: int) -> Scrape:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers=authorization())
+    with urllib.request.urlopen(request, timeout=5) as response:
         return Scrape(response.read().decode())
 
 

@@ -93,10 +93,56 @@ def test_create_api_token_prints_the_key_once(run_command):
     assert "only time" in result.err
 
 
+def days_left(token: ApiToken) -> float:
+    return (token.expires_at - timezone.now()) / timedelta(days=1)
+
+
+def test_a_token_expires_after_the_default_days_unless_created_otherwise(settings):
+    user = make_user("alice", *SUBMITTER)
+    settings.JOBWEAVER_API_TOKEN_DEFAULT_DAYS = 90
+
+    default = api_token_create(user=user, name="default").token
+    never = api_token_create(user=user, name="never", expires_at=None).token
+    chosen_at = timezone.now() + timedelta(days=7)
+    chosen = api_token_create(user=user, name="chosen", expires_at=chosen_at).token
+    rotated = api_token_rotate(user=user, name="never").token
+
+    assert 89.99 < days_left(default) <= 90
+    assert never.expires_at is None
+    assert chosen.expires_at == chosen_at
+    assert 89.99 < days_left(rotated) <= 90  # a rotated key gets the default again
+
+
+def test_a_default_of_0_days_means_tokens_never_expire(settings):
+    settings.JOBWEAVER_API_TOKEN_DEFAULT_DAYS = 0
+
+    assert api_token_create(user=make_user("alice"), name="ci").token.expires_at is None
+
+
+@pytest.mark.parametrize(
+    ("args", "days"), [([], 90.0), (["--expires-in-days", "2.5"], 2.5), (["--no-expiry"], None)]
+)
+def test_create_api_token_expires_by_default_unless_told(run_command, settings, args, days):
+    settings.JOBWEAVER_API_TOKEN_DEFAULT_DAYS = 90
+    make_user("alice", *SUBMITTER)
+
+    result = run_command(CreateApiToken, "create_api_token", "alice", "--name", "cli", *args)
+
+    assert result.code == 0, result.err
+    token = ApiToken.objects.get()
+    if days is None:
+        assert token.expires_at is None
+        assert "never expires" in result.err
+    else:
+        assert days - 0.01 < days_left(token) <= days
+        assert f"expires {token.expires_at:%Y-%m-%d}" in result.err
+
+
 @pytest.mark.parametrize(
     "args, reason",
     [(["nobody", "--name", "x"], "unknown user"), (["alice"], "--name"),
-     (["alice", "--name", "x", "--expires-in-days", "0"], "--expires-in-days")],
+     (["alice", "--name", "x", "--expires-in-days", "0"], "--expires-in-days"),
+     (["alice", "--name", "x", "--expires-in-days", "3", "--no-expiry"], "not allowed with")],
 )  # fmt: skip
 def test_create_api_token_refuses_bad_input(run_command, args, reason):
     make_user("alice")

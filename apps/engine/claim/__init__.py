@@ -41,10 +41,10 @@ class Claim(NamedTuple):
 class Claims(list):
     """The claims of one `executions_claim`, in dispatch order (a list of `Claim`).
 
-    `left_for_limits`: rows the claim read and left PENDING because their key had used its
-    allowance in this claim. Its window of `limit` rows may be full of one key's work while
-    other keys wait below: the dispatcher claims again once those keys are blocked, and set
-    aside, rather than leave its credits unspent."""
+    `left_for_limits`: rows the claim read and left PENDING because their key (or their user,
+    under the per-user running cap) had used its allowance in this claim. Its window of `limit`
+    rows may be full of one key's work while other keys wait below: the dispatcher claims again
+    once those keys are blocked, and set aside, rather than leave its credits unspent."""
 
     left_for_limits: int = 0
 
@@ -111,7 +111,8 @@ def executions_claim(
         for _, job_id, event_id, trace_id, waited, queue_name, _ in claimed
     )
     if claimed:
-        claims.left_for_limits = claimed[0][-1] - len(claimed) if rules.allowances else 0
+        limited = rules.allowances or rules.user_cap
+        claims.left_for_limits = claimed[0][-1] - len(claimed) if limited else 0
     return claims
 
 

@@ -4,7 +4,10 @@ Flow control decides how much may be sent (the executors' credits); these rules 
 not be sent now, whatever the credits:
 - a paused queue or job type (`Pause`): none of its waiting work is claimed;
 - a concurrency limit (`ConcurrencyLimit`), per key pattern: at most `max_running` of one key's
-  jobs DISPATCHED or RUNNING at once, and at most `max_per_second` of them sent in any second.
+  jobs DISPATCHED or RUNNING at once, and at most `max_per_second` of them sent in any second;
+- the per-user running cap (§17, off by default): at most JOBWEAVER_MAX_RUNNING_JOBS_PER_USER of
+  one user's jobs DISPATCHED or RUNNING at once, operators exempt; so one user's flood cannot
+  take every slot.
 
 They are enforced where work leaves PostgreSQL, under the dispatch lock (claim.lock_dispatch),
 so they hold across every executor and every scheduler: a limit is global, not per worker
@@ -14,7 +17,7 @@ How a claim applies a limit: keys already at a limit are left out of the claim's
 (`blocked_keys`), so they cannot crowd other work out of a batch; for keys with room left, the
 claim takes at most that many of each key (`allowances`, matched in SQL with LIKE, the most
 specific entry first). `plan` is pure; `dispatch_rules` reads what it needs (one small query
-per claimed batch, two when a limit is set).
+per claimed batch, two when a limit is set, one more when the per-user running cap is).
 
 A blocked key's waiting work is also taken out of the claim's line (set aside,
 `JobExecution.set_aside`), a batch per dispatch, and its best rows are put back in line when the
@@ -29,7 +32,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from jobweaver.conf import settings
 from jobweaver.engine.store import claim as claim_rows
+from jobweaver.jobs.models import Job
 from jobweaver.scheduler.models import PauseScope
 
 # The window of `max_per_second`.
@@ -42,6 +47,10 @@ EXACT_KEY_PRECEDENCE = 1_000_000
 # limit was removed, goes back in line a batch at a time, ahead of what the claim can take).
 SET_ASIDE_BATCH = 500
 PUT_BACK_BATCH = 100
+# The room of a user the per-user running cap exempts (an operator): more than any claim takes.
+UNCAPPED_ROOM = 2**31 - 1
+# Holders of this permission (app label, codename) are exempt from the per-user running cap.
+OPERATOR_PERMISSION = (Job._meta.app_label, "operate_all_jobs")
 
 
 @dataclass(frozen=True)
@@ -73,6 +82,12 @@ class DispatchRules:
     # it is none (a key's work in line went aside when it was first blocked, and only its room
     # comes back), and the set-aside statement is not run.
     set_aside_now: tuple[str, ...] = ()
+    # The per-user running cap (JOBWEAVER_MAX_RUNNING_JOBS_PER_USER, 0: none): users at it are
+    # left out of the claim's scan; a user with work in flight has the room in `user_rooms`,
+    # any other user may have up to `user_cap` of their jobs claimed at once.
+    user_cap: int = 0
+    blocked_users: tuple[int, ...] = ()
+    user_rooms: tuple[tuple[int, int], ...] = ()
 
     def for_given_jobs(self) -> DispatchRules:
         """The rules of a claim of a few given jobs (the fast path after a submit), which puts
@@ -171,6 +186,19 @@ def put_back_counts(
     return tuple(counts)
 
 
+def plan_users(cap: int, usage: list) -> tuple[tuple[int, ...], tuple[tuple[int, int], ...]]:
+    """From the cap and each busy user's (user id, in flight, exempt): the users at the cap, and
+    (user id, room) for the others. An exempt user (an operator) gets UNCAPPED_ROOM."""
+    blocked, rooms = [], []
+    for user_id, running, exempt in sorted(usage):
+        room = UNCAPPED_ROOM if exempt else max(cap - running, 0)
+        if room == 0:
+            blocked.append(user_id)
+        else:
+            rooms.append((user_id, room))
+    return tuple(blocked), tuple(rooms)
+
+
 # --- what the claim reads ------------------------------------------------------------------
 
 
@@ -204,4 +232,20 @@ def dispatch_rules(rows: list | None = None) -> DispatchRules:
     blocked, allowances = plan(limits, usage) if limits else ((), ())
     put_back = put_back_counts(limits, usage, aside) if aside else ()
     set_aside_now = tuple(key for key in blocked if key in in_line)
-    return DispatchRules(queues, job_types, blocked, allowances, put_back, set_aside_now)
+    user_cap = settings.JOBWEAVER_MAX_RUNNING_JOBS_PER_USER
+    blocked_users, user_rooms = (
+        plan_users(user_cap, claim_rows.user_usage(operator_permission=OPERATOR_PERMISSION))
+        if user_cap
+        else ((), ())
+    )
+    return DispatchRules(
+        queues,
+        job_types,
+        blocked,
+        allowances,
+        put_back,
+        set_aside_now,
+        user_cap,
+        blocked_users,
+        user_rooms,
+    )

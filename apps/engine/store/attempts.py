@@ -1,6 +1,6 @@
 """The attempt ledger's rows (ExecutionAttempt): one per delivery of a job, keyed by its event
 id. Opened and, on success, closed by the very statement that moves the execution
-(store.executions): `open_step` and `close_step` are parts of those statements."""
+(store.executions): `open_many_step` and `close_step` are parts of those statements."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from django.db import connection
 
 from jobweaver.core.db import (
     default_literal,
-    this_connection,
     update_rows,
     update_statement,
 )
@@ -21,7 +20,7 @@ from jobweaver.executor.models import AttemptOutcome, ExecutionAttempt
 _EVENT_ID = ExecutionAttempt._meta.get_field("event_id")
 _WORKER_ID = ExecutionAttempt._meta.get_field("worker_id")
 
-# The attempt's fields that `open_step` takes from the started execution and its job.
+# The attempt's fields that `open_many_step` takes from the started execution and its job.
 _OPENED_FROM_MOVED = {
     "job": "moved.job_id",
     "attempt": "moved.attempt_count",
@@ -31,34 +30,33 @@ _OPENED_FROM_MOVED = {
 }
 
 
-def open_step(*, event_id: uuid.UUID, worker_id: str) -> tuple[str, list]:
-    """The INSERT of a started delivery's attempt, over `moved` (the started execution) and its
-    job `j`: numbered by the new attempt count, started when it started."""
-    db = this_connection()
-    return _open_step_sql(), [
-        _EVENT_ID.get_db_prep_save(event_id, db),
-        _WORKER_ID.get_db_prep_save(worker_id, db),
-    ]
+def open_many_step() -> str:
+    """The INSERT of the attempts of a batch of started deliveries, over `moved` (the started
+    executions), their jobs `j` and `batch` (each delivery's event id and worker id, joined by
+    the execution's new token): numbered by the new attempt count, started when it started."""
+    return _open_many_sql()
 
 
 @functools.cache
-def _open_step_sql() -> str:
-    """Built once: the event id and the worker id are its parameters; every other field's
-    model default is a literal of the text (the same for every attempt)."""
+def _open_many_sql() -> str:
+    """Built once: every field's model default not taken from the rows is a literal of the
+    text (the same for every attempt)."""
     meta, qn = ExecutionAttempt._meta, connection.ops.quote_name
     columns, expressions = [], []
+    given = {_EVENT_ID: "b.event_id", _WORKER_ID: "b.worker_id"}
     for field in meta.concrete_fields:
         columns.append(qn(field.column))
         if field.name in _OPENED_FROM_MOVED:
             expressions.append(_OPENED_FROM_MOVED[field.name])
-        elif field in (_EVENT_ID, _WORKER_ID):
-            expressions.append("%s")
+        elif field in given:
+            expressions.append(given[field])
         else:
             expressions.append(default_literal(field))
     jobs = qn(meta.get_field("job").related_model._meta.db_table)
     return (
         f"INSERT INTO {qn(meta.db_table)} ({', '.join(columns)}) "
-        f"SELECT {', '.join(expressions)} FROM moved JOIN {jobs} j ON j.id = moved.job_id"
+        f"SELECT {', '.join(expressions)} FROM moved JOIN {jobs} j ON j.id = moved.job_id "
+        "JOIN batch b ON b.event_id = moved.current_event_id"
     )
 
 

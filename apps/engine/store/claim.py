@@ -16,6 +16,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
+from django.contrib.contenttypes.models import ContentType
 from django.db import connection
 
 from jobweaver.engine.store import named
@@ -68,6 +71,9 @@ class Share(Protocol):
 class Rules(Protocol):
     """What the claim's statements read of jobweaver.engine.claim.rules.DispatchRules."""
 
+    user_cap: int
+    blocked_users: tuple[int, ...]
+    user_rooms: tuple[tuple[int, int], ...]
     paused_queues: tuple[str, ...]
     paused_job_types: tuple[str, ...]
     blocked_keys: tuple[str, ...]
@@ -230,6 +236,42 @@ def key_usage(*, rates: bool, rate_window_seconds: float) -> list:
         return cursor.fetchall()
 
 
+@named("SELECT per user with work in flight: how much, and whether an operator (cap exempt)")
+def user_usage(*, operator_permission: tuple[str, str]) -> list:
+    """Rows of (user id, executions in flight, exempt) for the per-user running cap. The work
+    in flight is few rows (flow control), read through jw_execution_live_leases; a user is
+    exempt as a holder of `operator_permission` (app label, codename), directly or by a group,
+    or as an active superuser (Django's ModelBackend's answer)."""
+    table = JobExecution._meta.db_table
+    users = get_user_model()
+    own = users._meta.get_field("user_permissions").remote_field.through._meta
+    membership = users._meta.get_field("groups").remote_field.through._meta
+    granted = Group._meta.get_field("permissions").remote_field.through._meta
+    permission = f"""(SELECT p.id FROM {Permission._meta.db_table} p
+        JOIN {ContentType._meta.db_table} ct ON ct.id = p.content_type_id
+        WHERE ct.app_label = %(app)s AND p.codename = %(codename)s)"""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT f.user_id, f.running, u.is_active AND (
+                u.is_superuser
+                OR EXISTS (SELECT 1 FROM {own.db_table} o
+                           WHERE o.user_id = u.id AND o.permission_id IN {permission})
+                OR EXISTS (SELECT 1 FROM {membership.db_table} m
+                           JOIN {granted.db_table} g ON g.group_id = m.group_id
+                           WHERE m.user_id = u.id AND g.permission_id IN {permission})
+            )
+            FROM (
+                SELECT submitted_by_id AS user_id, count(*) AS running FROM {table}
+                WHERE status IN ({_IN_FLIGHT}) AND submitted_by_id IS NOT NULL
+                GROUP BY submitted_by_id
+            ) f JOIN {users._meta.db_table} u ON u.id = f.user_id
+            """,
+            {"app": operator_permission[0], "codename": operator_permission[1]},
+        )
+        return cursor.fetchall()
+
+
 @named("SELECT the keys with work set aside, skipping through jw_execution_set_aside key by key")
 def keys_set_aside() -> list[str]:
     table = JobExecution._meta.db_table
@@ -293,6 +335,7 @@ def executions_claim(
             ("AND queue_name <> ALL(%s)", () if by_line or shares else rules.paused_queues),
             ("AND job_type <> ALL(%s)", () if by_line else rules.paused_job_types),
             ("AND (concurrency_key IS NULL OR concurrency_key <> ALL(%s))", rules.blocked_keys),
+            ("AND (submitted_by_id IS NULL OR submitted_by_id <> ALL(%s))", rules.blocked_users),
         )
         if values
     ]
@@ -301,7 +344,7 @@ def executions_claim(
     line_params = [*due_params, *filter_params]
     table = JobExecution._meta.db_table
     line = f"""
-            SELECT id, priority, next_run_at, concurrency_key FROM {table}
+            SELECT id, priority, next_run_at, submitted_by_id, concurrency_key FROM {table}
             WHERE {due_in_line} {scan_filters}
             """
     if shares:
@@ -364,6 +407,24 @@ def executions_claim(
             [a.count for a in rules.allowances],
             [a.precedence for a in rules.allowances],
         ]
+    within_user_rooms = ""
+    if rules.user_cap:
+        # A user's n-th row in claim order is taken while n is within their room.
+        within_user_rooms = f""",
+            user_ranked AS (
+                SELECT id, submitted_by_id, row_number() OVER (
+                    PARTITION BY submitted_by_id ORDER BY priority DESC, next_run_at
+                ) AS nth
+                FROM due
+            ),
+            user_allowed AS (
+                SELECT id FROM user_ranked
+                WHERE submitted_by_id IS NULL OR nth <= COALESCE((
+                    SELECT r.room FROM unnest(%s::int[], %s::int[]) AS r(user_id, room)
+                    WHERE r.user_id = user_ranked.submitted_by_id
+                ), {int(rules.user_cap)})
+            )"""
+        params += [[user for user, _ in rules.user_rooms], [room for _, room in rules.user_rooms]]
     params.append(workers or [])
     dispatch_lease = float(dispatch_lease_seconds)
     jobs = JobExecution._meta.get_field("job").related_model._meta.db_table
@@ -374,11 +435,12 @@ def executions_claim(
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            WITH {"RECURSIVE " if by_line else ""}{due}{within_allowances},
+            WITH {"RECURSIVE " if by_line else ""}{due}{within_allowances}{within_user_rooms},
             numbered AS (
                 SELECT due.id, row_number() OVER (ORDER BY due.priority DESC, due.next_run_at)
                     AS n
                 FROM due {"JOIN allowed USING (id)" if rules.allowances else ""}
+                    {"JOIN user_allowed USING (id)" if rules.user_cap else ""}
             )
             UPDATE {table} AS e
             SET {_moving(transition, "clock_timestamp()")},
@@ -389,7 +451,7 @@ def executions_claim(
             FROM numbered, {jobs} AS j WHERE e.id = numbered.id AND j.id = e.job_id
             RETURNING numbered.n, e.job_id, e.current_event_id, j.trace_id,
                 GREATEST(EXTRACT(EPOCH FROM e.dispatched_at - e.next_run_at), 0), e.queue_name,
-                {"(SELECT count(*) FROM due)" if rules.allowances else "0"}
+                {"(SELECT count(*) FROM due)" if rules.allowances or rules.user_cap else "0"}
             """,
             params,
         )
@@ -570,7 +632,7 @@ def _due_shared(
                 LIMIT {int(limit)}
             ),
             due AS (
-                SELECT id, priority, next_run_at, concurrency_key FROM {table}
+                SELECT id, priority, next_run_at, submitted_by_id, concurrency_key FROM {table}
                 WHERE id = ANY(ARRAY(SELECT id FROM chosen)) AND {due_in_line}
                 FOR UPDATE SKIP LOCKED
             )"""

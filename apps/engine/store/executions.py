@@ -29,6 +29,7 @@ from jobweaver.engine.store import attempts, named
 from jobweaver.engine.store import events as event_rows
 from jobweaver.engine.store import workflows as workflow_rows
 from jobweaver.engine.transitions import TRANSITIONS, WORKFLOW_TRANSITIONS, Transition
+from jobweaver.executor.models import AttemptOutcome
 from jobweaver.scheduler.models import ExecutionStatus, JobExecution, status_literal
 from jobweaver.workflows.models import Node, WorkflowStatus
 
@@ -328,35 +329,60 @@ def _started_reading() -> str:
     )
 
 
-@named("UPDATE DISPATCHED → RUNNING for the token's holder and INSERT its attempt, one statement")
-def execution_start(
+@named("UPDATE DISPATCHED → RUNNING for many tokens' holders and INSERT their attempts")
+def executions_start(
     transition: Transition,
     *,
-    job_id: uuid.UUID,
-    event_id: uuid.UUID,
+    deliveries: list[tuple[uuid.UUID, uuid.UUID, str]],
     executor_id: str,
-    attempt_worker_id: str,
     lease: timedelta,
     serves: list[str],
-) -> tuple | None:
-    """(attempt, job_type, instruction, trace_id, traceparent, timeout_seconds,
-    hard_timeout_seconds, workflow_id, waited); None
-    when the token is stale or the executor does not serve the job's queue."""
-    row = _fenced(
-        transition,
-        job_id=job_id,
-        event_id=event_id,
-        assignments="started_at = clock.now, worker_id = %s, "
-        "attempt_count = e.attempt_count + 1, lease_expires_at = clock.now + %s",
-        params=[executor_id, lease],
-        steps=(attempts.open_step(event_id=event_id, worker_id=attempt_worker_id),),
-        reading=_started_reading(),
-        also_where="AND e.queue_name = ANY(%s)",
-        where_params=(list(serves),),
+) -> dict[uuid.UUID, tuple]:
+    """DISPATCHED → RUNNING for many (job id, event id, attempt's worker id) at once, their
+    attempts opened, one statement, each row fenced by its own token: {job id: (attempt,
+    job_type, instruction, trace_id, traceparent, timeout_seconds, hard_timeout_seconds,
+    workflow_id, waited)} for the ones started; a stale token or an unserved queue leaves its
+    row as it was."""
+    assert not transition.events, "a start writes no events"
+    document = [
+        {"job_id": str(job_id), "event_id": str(event_id), "worker_id": worker_id}
+        for job_id, event_id, worker_id in deliveries
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _start_many_sql(transition.name),
+            [json.dumps(document), executor_id, lease, list(serves)],
+        )
+        rows = cursor.fetchall()
+    started = {}
+    for job_id, *row in rows:
+        if isinstance(row[2], str):  # jsonb arrives as text, as JSONField reads
+            row[2] = json.loads(row[2])
+        started[job_id] = tuple(row)
+    return started
+
+
+@lru_cache(maxsize=4)
+def _start_many_sql(name: str) -> str:
+    transition = TRANSITIONS[name]
+    qn = connection.ops.quote_name
+    table, jobs = qn(JobExecution._meta.db_table), qn(_job_model()._meta.db_table)
+    ctes = [
+        "clock AS MATERIALIZED (SELECT clock_timestamp() AS now)",
+        "batch AS MATERIALIZED (SELECT * FROM jsonb_to_recordset(%s::jsonb) "
+        "AS b(job_id uuid, event_id uuid, worker_id text))",
+        f"moved AS (UPDATE {table} e SET {_moving(transition, 'clock.now')}, "
+        "started_at = clock.now, worker_id = %s, attempt_count = e.attempt_count + 1, "
+        "lease_expires_at = clock.now + %s "
+        "FROM clock, batch b WHERE e.job_id = b.job_id AND e.current_event_id = b.event_id "
+        f"AND e.status IN ({_statuses(transition.sources)}) AND e.queue_name = ANY(%s) "
+        f"RETURNING {_execution_columns('e')}, clock.now AS db_now)",
+        f"opened AS ({attempts.open_many_step()})",
+    ]
+    return (
+        f"WITH {', '.join(ctes)} SELECT moved.job_id, {_started_reading()}{_notify(transition)} "
+        f"FROM moved JOIN {jobs} j ON j.id = moved.job_id"
     )
-    if row is not None and isinstance(row[2], str):  # jsonb arrives as text, as JSONField reads
-        row = (*row[:2], json.loads(row[2]), *row[3:])
-    return row
 
 
 # The sources of the events a completion writes, over `moved` and its job `j`.
@@ -409,6 +435,68 @@ def execution_complete(
         )
         is not None
     )
+
+
+@named("UPDATE RUNNING → COMPLETED for many tokens' holders, close their attempts, INSERT events")
+def executions_complete(transition: Transition, *, completions: list[dict]) -> list[uuid.UUID]:
+    """`execution_complete` for many executions at once (the executor's batched writer): one
+    statement whatever their number, each row fenced by its own token, the rows the fence
+    refuses left as they were. `completions`: {"job_id", "event_id", "steps_completed",
+    "total_steps", "log_lines", "result"} each (None: leave the attempt's value). Returns the
+    jobs completed. Not for a workflow's job: its completion settles its workflow."""
+    document = [
+        {
+            "job_id": str(c["job_id"]),
+            "event_id": str(c["event_id"]),
+            "steps_completed": c["steps_completed"],
+            "total_steps": c["total_steps"],
+            "log_lines": c["log_lines"],
+            "result": c["result"],
+        }
+        for c in completions
+    ]
+    events = [event.topic for event in transition.events]
+    with connection.cursor() as cursor:
+        cursor.execute(_complete_many_sql(transition.name), [json.dumps(document), *events])
+        return [job_id for job_id, *_ in cursor.fetchall()]
+
+
+@lru_cache(maxsize=4)
+def _complete_many_sql(name: str) -> str:
+    transition = TRANSITIONS[name]
+    qn = connection.ops.quote_name
+    table, jobs = qn(JobExecution._meta.db_table), qn(_job_model()._meta.db_table)
+    attempts_table = qn(attempts.ExecutionAttempt._meta.db_table)
+    events = [
+        event_rows.insert_select_sql(
+            "moved.job_id::text",
+            event_rows.payload_sql(event, _COMPLETED_SOURCES[event]),
+            "j.trace_id",
+            f"FROM moved JOIN {jobs} j ON j.id = moved.job_id",
+        )
+        for event in transition.events
+    ]
+    ctes = [
+        "clock AS MATERIALIZED (SELECT clock_timestamp() AS now)",
+        "batch AS MATERIALIZED (SELECT * FROM jsonb_to_recordset(%s::jsonb) AS b(job_id uuid, "
+        "event_id uuid, steps_completed int, total_steps int, log_lines jsonb, result jsonb))",
+        # Each row by its own token: a delivery is completed by one thread only, so two batches
+        # never hold the same row; the rescue and the cancels skip or take one row at a time.
+        f"moved AS (UPDATE {table} e SET {_moving(transition, 'clock.now')}, "
+        f"{_COMPLETED_ASSIGNMENTS} "
+        "FROM clock, batch b WHERE e.job_id = b.job_id AND e.current_event_id = b.event_id "
+        f"AND e.status IN ({_statuses(transition.sources)}) "
+        "RETURNING e.job_id, e.current_event_id, e.attempt_count, clock.now AS db_now)",
+        *(f"event{index} AS ({sql})" for index, sql in enumerate(events)),
+        f"closed AS (UPDATE {attempts_table} a SET outcome = '{AttemptOutcome.SUCCESS}', "
+        "error_message = '', finished_at = moved.db_now, "
+        "steps_completed = COALESCE(b.steps_completed, a.steps_completed), "
+        "total_steps = COALESCE(b.total_steps, a.total_steps), "
+        "log_lines = COALESCE(b.log_lines, a.log_lines), result = COALESCE(b.result, a.result) "
+        "FROM moved JOIN batch b ON b.event_id = moved.current_event_id "
+        f"WHERE a.event_id = b.event_id AND a.outcome = '{AttemptOutcome.RUNNING}')",
+    ]
+    return f"WITH {', '.join(ctes)} SELECT moved.job_id{_notify(transition)} FROM moved"
 
 
 @named(

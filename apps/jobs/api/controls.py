@@ -11,8 +11,10 @@ camelCase, strict JSON). What they mean for dispatch: apps/engine/claim/rules.py
   GET    /api/queues                    {"queues": [...]}, by name (ARCHITECTURE §15)
   PUT    /api/queues/{name}             {"maxRunning"?, "weight"?} → 200 with the queue
 
-Reading needs an authenticated user; changing needs scheduler.change_pause,
-scheduler.change_concurrencylimit or scheduler.change_queue (staff status grants nothing).
+Reading the pauses or the limits is an operator's (§17): it needs jobs.view_all_jobs or the
+permission to change them; reading the queues needs a user (each sees their own work in them).
+Changing needs scheduler.change_pause, scheduler.change_concurrencylimit or
+scheduler.change_queue (staff status grants nothing).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from jobweaver.jobs.api import schema
 from jobweaver.jobs.api.base import JobWeaverAPIView
 from jobweaver.jobs.api.permissions import HasOperationPermission
 from jobweaver.jobs.api.reading import no_query_parameters, read_json_body
+from jobweaver.jobs.selectors import VIEW_ALL_JOBS
 from jobweaver.scheduler.selectors import (
     concurrency_limit_list,
     limit_to_dict,
@@ -71,10 +74,11 @@ class ControlView(JobWeaverAPIView):
 
 class PauseListCreateView(ControlView):
     required_permissions = {"POST": CHANGE_PAUSE}
+    any_permissions = {"GET": (VIEW_ALL_JOBS, *CHANGE_PAUSE)}
 
     @extend_schema(
         operation_id="pauses_list",
-        summary="Paused queues and job types",
+        summary="Paused queues and job types (operators: view_all_jobs or change_pause)",
         responses={200: schema.PauseList, **schema.COMMON_ERRORS},
     )
     def get(self, request: Request) -> Response:
@@ -126,9 +130,12 @@ class PauseDetailView(ControlView):
 
 
 class LimitListView(ControlView):
+    any_permissions = {"GET": (VIEW_ALL_JOBS, *CHANGE_LIMIT)}
+
     @extend_schema(
         operation_id="limits_list",
-        summary="Concurrency and rate limits per concurrency key pattern",
+        summary="Concurrency and rate limits per concurrency key pattern (operators: "
+        "view_all_jobs or change_concurrencylimit)",
         responses={200: schema.LimitList, **schema.COMMON_ERRORS},
     )
     def get(self, request: Request) -> Response:

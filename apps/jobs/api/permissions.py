@@ -12,7 +12,8 @@ from jobweaver.accounts.selectors import missing_permissions
 
 class HasOperationPermission(BasePermission):
     """The view's `required_permissions` for the request's method, e.g.
-    `{"POST": ("jobweaver_jobs.add_job",)}`; methods not listed need only authentication."""
+    `{"POST": ("jobweaver_jobs.add_job",)}`, all of them; and of its `any_permissions` for the
+    method, at least one. Methods listed in neither need only authentication."""
 
     message = "You do not have permission to perform this action"
 
@@ -24,5 +25,9 @@ class HasOperationPermission(BasePermission):
         missing = missing_permissions(user, needed)
         if missing:
             self.message = f"missing permission: {', '.join(missing)}"
+            return False
+        one_of = getattr(view, "any_permissions", {}).get(request.method, ())
+        if one_of and len(missing_permissions(user, one_of)) == len(one_of):
+            self.message = f"needs one of the permissions: {', '.join(one_of)}"
             return False
         return True

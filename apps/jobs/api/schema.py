@@ -134,6 +134,15 @@ class Attempt(serializers.Serializer):
     outcome = serializers.CharField()
     errorMessage = serializers.CharField(allow_null=True)
     stepsCompleted = serializers.IntegerField()
+    exceptionType = serializers.CharField(
+        required=False, allow_null=True, help_text="TASK jobs: the exception's class path"
+    )
+    traceback = serializers.CharField(
+        required=False, allow_null=True, help_text="TASK jobs: operators only (§17), else null"
+    )
+    result = serializers.JSONField(
+        required=False, allow_null=True, help_text="TASK jobs: the attempt's return value"
+    )
 
 
 class Progress(serializers.Serializer):

@@ -9,21 +9,56 @@ from typing import Any
 
 from django import forms
 from django.utils.html import format_html
+from rest_framework import serializers
 
 from jobweaver.conf import settings
 from jobweaver.executor.models import AttemptOutcome, ExecutionAttempt
 from jobweaver.jobs.kinds.base import JobKind, ReadJson
 from jobweaver.jobs.models import Job, JobType
 from jobweaver.jobs.python_tasks.options import declared_policy
-from jobweaver.jobs.python_tasks.payload import validate_task_payload
+from jobweaver.jobs.python_tasks.payload import (
+    MAX_TASK_PATH_CHARS,
+    TASK_PATH,
+    validate_task_payload,
+)
 from jobweaver.jobs.python_tasks.registry import registered_paths, registry_get
 from jobweaver.scheduler.models import ExecutionStatus, JobExecution
+
+
+def _task_payload_schema() -> type[serializers.Serializer]:
+    """The payload's description, made when the API's schema is (the registry is built by
+    then): the registered tasks as an enum, so the schema's readers and its fuzzer (make
+    fuzz) name tasks that exist; without any, the path's pattern."""
+    paths = registered_paths()
+    task_help = "the dotted path of a registered task (nothing else can run)"
+    if paths:
+        task = serializers.ChoiceField(choices=paths, help_text=task_help)
+    else:
+        task = serializers.RegexField(
+            TASK_PATH.pattern, max_length=MAX_TASK_PATH_CHARS, help_text=task_help
+        )
+    fields = {
+        "task": task,
+        "args": serializers.ListField(
+            child=serializers.JSONField(),
+            required=False,
+            help_text="positional arguments (JSON); they must fit the function's signature",
+        ),
+        "kwargs": serializers.DictField(
+            child=serializers.JSONField(), required=False, help_text="keyword arguments (JSON)"
+        ),
+    }
+    return type("TaskPayload", (serializers.Serializer,), fields)
 
 
 class TaskKind(JobKind):
     name = JobType.TASK.value
     form_label = "Python task"
     shows_result = True
+
+    @property
+    def payload_schema(self) -> type[serializers.Serializer]:
+        return _task_payload_schema()
 
     def max_timeout_seconds(self) -> int:
         # A function holds its slot until it returns (§17): capped apart from steps.

@@ -280,10 +280,28 @@ def test_anonymous_is_401_and_changes_nothing(method, path, body):
     assert _controls() == before
 
 
-@pytest.mark.parametrize("path", ["/api/pauses", "/api/limits"])
-def test_reading_needs_a_user_but_no_permission(path):
+@pytest.mark.parametrize(
+    ("path", "changer"),
+    [("/api/pauses", PAUSER), ("/api/limits", LIMITER)],
+    ids=["pauses", "limits"],
+)
+def test_reading_the_controls_is_an_operators(path, changer):
+    """§17: a submitter learns nothing of the pauses and limits (their patterns name other
+    tenants' keys); an operator who sees all jobs, or one who may change them, reads them."""
     assert_error_body(APIClient().get(path), 401, "API.UNAUTHENTICATED")
-    assert api_client("reader", "jobweaver_jobs.view_job").get(path).status_code == 200
+    submitter = api_client("reader", "jobweaver_jobs.view_job", "jobweaver_jobs.add_job")
+    refused = assert_error_body(submitter.get(path), 403, "API.FORBIDDEN")
+    assert "view_all_jobs" in refused["message"]
+    for client in (
+        api_client("watcher", "jobweaver_jobs.view_all_jobs"),
+        api_client("changer", changer),
+        api_client("root", is_superuser=True),
+    ):
+        assert client.get(path).status_code == 200
+
+
+def test_every_user_reads_the_queues():
+    assert api_client("reader", "jobweaver_jobs.view_job").get("/api/queues").status_code == 200
 
 
 @pytest.mark.parametrize(("method", "path", "body"), CHANGES)

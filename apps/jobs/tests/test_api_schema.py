@@ -87,3 +87,14 @@ def test_the_schema_generates_without_warnings_and_validates(tmp_path):
         "spectacular", "--validate", "--fail-on-warn", "--file", str(tmp_path / "schema.yaml")
     )
     assert "openapi: 3" in (tmp_path / "schema.yaml").read_text()
+
+
+def test_task_jobs_are_in_the_schema_with_the_registered_tasks(client):
+    """§17: the schema left TASK jobs out, so the fuzzer (make fuzz) never tried them."""
+    components = client.get("/api/schema/?format=json").json()["components"]["schemas"]
+    assert "TASK" in components["JobTypeEnum"]["enum"]
+    payloads = [ref["$ref"].rsplit("/", 1)[-1] for ref in components["Payload"]["oneOf"]]
+    assert payloads == ["SimulationPayload", "TaskPayload"]
+    task = components["TaskPayload"]["properties"]["task"]["allOf"][0]["$ref"].rsplit("/", 1)[-1]
+    assert "jobweaver_site.examples.tasks.add" in components[task]["enum"]
+    assert components["TaskPayload"]["required"] == ["task"]

@@ -1,4 +1,5 @@
-"""The pure half of per-key limits: patterns and the plan a claim follows."""
+"""The pure half of per-key limits and the per-user running cap: patterns and the plan a claim
+follows."""
 
 import itertools
 import re
@@ -9,6 +10,7 @@ import pytest
 from jobweaver.engine.claim.rules import (
     EXACT_KEY_PRECEDENCE,
     PUT_BACK_BATCH,
+    UNCAPPED_ROOM,
     Allowance,
     DispatchRules,
     Limit,
@@ -16,6 +18,7 @@ from jobweaver.engine.claim.rules import (
     like_pattern,
     limit_for,
     plan,
+    plan_users,
     put_back_counts,
 )
 
@@ -133,3 +136,10 @@ def test_a_claim_of_given_jobs_treats_keys_with_work_set_aside_as_blocked():
     given = rules.for_given_jobs()
     assert given.blocked_keys == ("full", "roomy") and given.put_back == ()
     assert DispatchRules(blocked_keys=("full",)).for_given_jobs().blocked_keys == ("full",)
+
+
+def test_plan_users_blocks_users_at_the_cap_and_gives_the_others_their_room():
+    usage = [(7, 3, False), (5, 1, False), (9, 40, True), (4, 5, False)]
+    blocked, rooms = plan_users(3, usage)
+    assert blocked == (4, 7)  # at the cap, or over it after the cap was lowered
+    assert rooms == ((5, 2), (9, UNCAPPED_ROOM))  # an operator is never blocked

@@ -44,6 +44,8 @@ env:
   {{- with .metricsPort }}
   - name: JOBWEAVER_METRICS_PORT
     value: {{ . | quote }}
+  - name: JOBWEAVER_METRICS_BIND
+    value: {{ $.root.Values.metrics.workerBind | quote }}
   {{- end }}
   {{- if .root.Values.secret.metricsTokenKey }}
   - name: JOBWEAVER_METRICS_TOKEN
@@ -110,7 +112,7 @@ runs before any regular object of the release exists. */}}
 {{- define "jobweaver.configEnv" -}}
 {{- $env := dict
   "DJANGO_DEBUG" "0"
-  "DJANGO_ALLOWED_HOSTS" (join "," .Values.config.allowedHosts)
+  "DJANGO_ALLOWED_HOSTS" (printf "%s,$(JOBWEAVER_POD_IP)" (join "," .Values.config.allowedHosts))
   "KAFKA_BOOTSTRAP_SERVERS" .Values.kafka.bootstrapServers
   "JOBWEAVER_KAFKA_TOPIC_PREFIX" .Values.kafka.topicPrefix
   "JOBWEAVER_RUN_JOB_PARTITIONS" .Values.kafka.runJobPartitions
@@ -127,6 +129,11 @@ runs before any regular object of the release exists. */}}
   "JOBWEAVER_WEB_WORKERS" .Values.web.workers
   "JOBWEAVER_WEB_THREADS" .Values.web.threads
 -}}
+{{- /* First: the allowed hosts name it as $(JOBWEAVER_POD_IP), which Kubernetes expands only
+from variables defined before. Prometheus scrapes a pod by its IP: that is its Host header. */ -}}
+- name: JOBWEAVER_POD_IP
+  valueFrom:
+    fieldRef: {fieldPath: status.podIP}
 {{- range $name, $value := merge (dict) .Values.config.extraEnv $env }}
 - name: {{ $name }}
   value: {{ $value | toString | quote }}
