@@ -51,6 +51,10 @@ DEFAULTS: dict[str, object] = {
     # Recurring schedules.
     "JOBWEAVER_SCHEDULES_INTERVAL_SECONDS": 1.0,
     "JOBWEAVER_SCHEDULES_MISFIRE_GRACE_SECONDS": 60.0,
+    # §17: how often a schedule made through the API, the admin or the CLI may fire at most.
+    "JOBWEAVER_MIN_SCHEDULE_INTERVAL_SECONDS": 60.0,
+    # §17: schedules a user may own (operators are exempt); 0 is no limit.
+    "JOBWEAVER_MAX_SCHEDULES_PER_USER": 100,
     # Submission limits (§7, §8) and fairness.
     "JOBWEAVER_MAX_STEPS": 100,
     "JOBWEAVER_MAX_REQUEST_BYTES": 64 * 1024,
@@ -68,8 +72,11 @@ DEFAULTS: dict[str, object] = {
     "JOBWEAVER_MAX_COMPUTE_ITERATIONS_PER_JOB": 100_000_000,
     "JOBWEAVER_MAX_TASK_TIMEOUT_SECONDS": 3600,
     "JOBWEAVER_MAX_IDEMPOTENCY_KEY_CHARS": 255,
-    "JOBWEAVER_SUBMIT_THROTTLE_RATE": 120,
+    # The per-user token bucket (apps/accounts/throttle.py): RATE requests per WINDOW_SECONDS
+    # sustained (20 a second), up to BURST at once.
+    "JOBWEAVER_SUBMIT_THROTTLE_RATE": 1200,
     "JOBWEAVER_SUBMIT_THROTTLE_WINDOW_SECONDS": 60.0,
+    "JOBWEAVER_SUBMIT_THROTTLE_BURST": 500,
     "JOBWEAVER_MAX_ACTIVE_JOBS_PER_USER": 10000,
     "JOBWEAVER_PRIORITY_PERMISSION_ABOVE": 6,
     # §17: at most this many of one user's jobs dispatched or running at once; 0: no cap.

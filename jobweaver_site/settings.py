@@ -279,6 +279,13 @@ JOBWEAVER_SCHEDULES_INTERVAL_SECONDS = env.float("JOBWEAVER_SCHEDULES_INTERVAL_S
 JOBWEAVER_SCHEDULES_MISFIRE_GRACE_SECONDS = env.float(
     "JOBWEAVER_SCHEDULES_MISFIRE_GRACE_SECONDS", default=60
 )
+# A schedule (API, admin, CLI) fires at most this often: an interval at least this long, a
+# cron's closest slots at least this far apart (§17).
+JOBWEAVER_MIN_SCHEDULE_INTERVAL_SECONDS = env.float(
+    "JOBWEAVER_MIN_SCHEDULE_INTERVAL_SECONDS", default=60
+)
+# Schedules a user may own (operators, holders of jobs.operate_all_jobs, are exempt); 0: no limit.
+JOBWEAVER_MAX_SCHEDULES_PER_USER = env.int("JOBWEAVER_MAX_SCHEDULES_PER_USER", default=100)
 
 # --- Submission limits (ARCHITECTURE §7) ------------------------------------------------------
 JOBWEAVER_MAX_STEPS = env.int("JOBWEAVER_MAX_STEPS", default=100)
@@ -309,13 +316,15 @@ JOBWEAVER_MAX_SIMULATED_SECONDS_PER_JOB = env.float(
     "JOBWEAVER_MAX_SIMULATED_SECONDS_PER_JOB", default=3600
 )
 JOBWEAVER_MAX_IDEMPOTENCY_KEY_CHARS = env.int("JOBWEAVER_MAX_IDEMPOTENCY_KEY_CHARS", default=255)
-# Fairness (OWASP API4): per user, at most RATE submission requests per WINDOW seconds (429 with
-# Retry-After), at most this many jobs waiting or running, and priorities above the threshold
-# only with the jobs.submit_high_priority permission.
-JOBWEAVER_SUBMIT_THROTTLE_RATE = env.int("JOBWEAVER_SUBMIT_THROTTLE_RATE", default=120)
+# Fairness (OWASP API4): per user, a token bucket of BURST requests that change work, refilled
+# at RATE per WINDOW seconds (429 with Retry-After; operators exempt), at most this many jobs
+# waiting or running, and priorities above the threshold only with the
+# jobs.submit_high_priority permission.
+JOBWEAVER_SUBMIT_THROTTLE_RATE = env.int("JOBWEAVER_SUBMIT_THROTTLE_RATE", default=1200)
 JOBWEAVER_SUBMIT_THROTTLE_WINDOW_SECONDS = env.float(
     "JOBWEAVER_SUBMIT_THROTTLE_WINDOW_SECONDS", default=60
 )
+JOBWEAVER_SUBMIT_THROTTLE_BURST = env.int("JOBWEAVER_SUBMIT_THROTTLE_BURST", default=500)
 JOBWEAVER_MAX_ACTIVE_JOBS_PER_USER = env.int("JOBWEAVER_MAX_ACTIVE_JOBS_PER_USER", default=10000)
 JOBWEAVER_MAX_RUNNING_JOBS_PER_USER = env.int("JOBWEAVER_MAX_RUNNING_JOBS_PER_USER", default=0)
 JOBWEAVER_PRIORITY_PERMISSION_ABOVE = env.int("JOBWEAVER_PRIORITY_PERMISSION_ABOVE", default=6)

@@ -29,6 +29,8 @@ TEST_ENVIRONMENT = {
     "JOBWEAVER_WORKER_TTL_SECONDS": "2",
     "JOBWEAVER_RESCUE_INTERVAL_SECONDS": "0.5",
     "JOBWEAVER_SHUTDOWN_GRACE_SECONDS": "2",
+    # Schedules of a second fire within a test (the minimum's own tests raise it again).
+    "JOBWEAVER_MIN_SCHEDULE_INTERVAL_SECONDS": "1",
     # The process pool kills a child 1 s after its timeout asked it to stop.
     "JOBWEAVER_HARD_TIMEOUT_GRACE_SECONDS": "1",
     # Every metrics endpoint needs a token (§17): the tests scrape with this one.

@@ -40,19 +40,24 @@ class ApiToken(models.Model):
         return f"{self.name} ({self.prefix}…)"
 
 
-class SubmissionWindow(models.Model):
-    """How many submission requests a user made in one fixed window of
-    JOBWEAVER_SUBMIT_THROTTLE_WINDOW_SECONDS: the per-user throttle, kept in PostgreSQL so every
-    web process and thread counts against the same number."""
+class ThrottleBucket(models.Model):
+    """A user's token bucket of one kind (apps/accounts/throttle.py): the tokens left at
+    `updated_at`, refilled from the time elapsed since. Kept in PostgreSQL so every web process,
+    thread and beat counts against the same bucket."""
+
+    class Kind(models.TextChoices):
+        SUBMIT = "submit", "submit, retry, and a schedule's firings"
+        CANCEL = "cancel", "cancel"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    window_start = models.DateTimeField()
-    count = models.PositiveIntegerField(default=0)
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    tokens = models.FloatField()
+    updated_at = models.DateTimeField()
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["user", "window_start"], name="jw_one_window_per_user")
+            models.UniqueConstraint(fields=["user", "kind"], name="jw_one_bucket_per_user_kind")
         ]
 
     def __str__(self) -> str:
-        return f"{self.user_id} {self.window_start}: {self.count}"
+        return f"{self.user_id} {self.kind}: {self.tokens:.1f}"

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final, Literal
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from jobweaver.accounts.models import ApiToken, SubmissionWindow
+from jobweaver.accounts.models import ApiToken
 from jobweaver.conf import settings
 from jobweaver.core.errors import InvalidRequest
 
@@ -108,31 +108,3 @@ def api_tokens_revoke(*, token_ids: list[int]) -> int:
     return ApiToken.objects.filter(pk__in=token_ids, revoked_at=None).update(
         revoked_at=timezone.now()
     )
-
-
-def submission_throttle_hit(*, user) -> float | None:
-    """Count one submission request of `user` in the current fixed window (database clock).
-    Returns None when it is within JOBWEAVER_SUBMIT_THROTTLE_RATE, else the seconds until the
-    window ends. One UPSERT, atomic under any concurrency."""
-    window = settings.JOBWEAVER_SUBMIT_THROTTLE_WINDOW_SECONDS
-    table = SubmissionWindow._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            INSERT INTO {table} AS w (user_id, window_start, count)
-            VALUES (%s, to_timestamp(floor(extract(epoch FROM clock_timestamp()) / %s) * %s), 1)
-            ON CONFLICT (user_id, window_start) DO UPDATE SET count = w.count + 1
-            RETURNING w.count, w.window_start,
-                extract(epoch FROM w.window_start + make_interval(secs => %s) - clock_timestamp())
-            """,
-            [user.pk, window, window, window],
-        )
-        count, window_start, seconds_left = cursor.fetchone()
-        if count == 1:  # a new window: forget the user's old ones
-            cursor.execute(
-                f"DELETE FROM {table} WHERE user_id = %s AND window_start < %s",
-                [user.pk, window_start],
-            )
-    if count <= settings.JOBWEAVER_SUBMIT_THROTTLE_RATE:
-        return None
-    return max(float(seconds_left), 0.001)

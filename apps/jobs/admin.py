@@ -33,11 +33,12 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme
 
+from jobweaver.accounts.throttle import CANCEL, SUBMIT, throttle_take
 from jobweaver.core.admin_tools import ExactSearchMixin
-from jobweaver.core.errors import JobWeaverError
+from jobweaver.core.errors import JobWeaverError, QuotaExceeded
 from jobweaver.core.timeutil import iso
 from jobweaver.executor.models import ExecutionAttempt
-from jobweaver.jobs.adminlog import log_bulk_action, report_to_operator
+from jobweaver.jobs.adminlog import log_bulk_action, refused_by_throttle, report_to_operator
 from jobweaver.jobs.forms import JobSubmitForm
 from jobweaver.jobs.kinds import kind_of
 from jobweaver.jobs.models import Job
@@ -55,6 +56,8 @@ from jobweaver.scheduler.models import ExecutionStatus, JobExecution
 S = ExecutionStatus
 # The confirmation page of an "all matching" action names at most this many jobs.
 CONFIRM_SAMPLE_SIZE = 20
+# The bulk actions the throttle counts (§17), and from which bucket: one token per action.
+THROTTLED_ACTIONS = {"retry": SUBMIT, "cancel": CANCEL}
 LAST_ERROR_CHARS = 60
 
 
@@ -426,6 +429,9 @@ class JobAdmin(ExactSearchMixin, admin.ModelAdmin):
         return None
 
     def _apply(self, request: HttpRequest, action: str, job_ids, *, scope: str) -> None:
+        kind = THROTTLED_ACTIONS.get(action)
+        if kind is not None and refused_by_throttle(request, kind):
+            return
         report = jobs_bulk_apply(action=action, job_ids=job_ids, user=request.user)
         log_bulk_action(request, report, scope=scope)
         report_to_operator(request, report)
@@ -514,7 +520,12 @@ class JobAdmin(ExactSearchMixin, admin.ModelAdmin):
             raise PermissionDenied
         form = JobSubmitForm(request.POST or None)
         if request.method == "POST" and form.is_valid():
+            wait = throttle_take(user=request.user, kind=SUBMIT)  # as POST /api/jobs does
             try:
+                if wait is not None:
+                    raise QuotaExceeded(
+                        f"Too many requests: nothing was done; try again in {wait} s."
+                    )
                 result = job_submit(
                     spec=form.spec,
                     submitted_by=request.user,

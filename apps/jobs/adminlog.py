@@ -1,4 +1,5 @@
-"""How a bulk action is reported: to the operator (messages) and in the admin log."""
+"""How a bulk action is reported: to the operator (messages) and in the admin log; and the
+throttle of the admin's actions that submit, retry or cancel."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.http import HttpRequest
 
+from jobweaver.accounts.throttle import throttle_take
 from jobweaver.jobs.models import Job
 from jobweaver.jobs.operations import BulkReport
 
@@ -16,6 +18,17 @@ MAX_IDS_SHOWN = 10
 
 def plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def refused_by_throttle(request: HttpRequest, kind: str) -> bool:
+    """Take a token of `kind` from the user's throttle (§17: the same buckets as the API; one
+    per action, however many jobs it touches). Without one, say so and answer True: the action
+    must do nothing. Operators are exempt."""
+    wait = throttle_take(user=request.user, kind=kind)
+    if wait is None:
+        return False
+    messages.error(request, f"Too many requests: nothing was done; try again in {wait} s.")
+    return True
 
 
 def report_to_operator(request: HttpRequest, report: BulkReport) -> None:

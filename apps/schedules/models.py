@@ -21,7 +21,9 @@ class ScheduleSource(models.TextChoices):
 
 class Schedule(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    name = models.SlugField(max_length=100, unique=True)
+    # Unique per owner, and among the ownerless ones (see Meta): the API addresses a schedule
+    # by name within its owner's (ARCHITECTURE §17).
+    name = models.SlugField(max_length=100)
     # Exactly one of a cron expression (with its IANA time zone) or an interval: see Meta.
     cron_expression = models.CharField(  # noqa: DJ001 (NULL: "not a cron schedule")
         max_length=slots.MAX_CRON_CHARS, null=True, blank=True
@@ -45,9 +47,10 @@ class Schedule(models.Model):
     # A plain id, not a foreign key: retention prunes finished jobs, schedules stay.
     last_job_id = models.UUIDField(null=True, blank=True)
     last_error = models.TextField(blank=True, default="")
-    # Jobs are submitted as this user, with their permissions and quota; a user's schedules go
-    # with the user. NULL: created by an operator (CLI, admin without a user), trusted.
-    created_by = models.ForeignKey(
+    # Jobs are submitted as this user, with their permissions, cap and throttle: whoever created
+    # the schedule, or last changed what it submits (§17). A user's schedules go with the user.
+    # NULL: made from the command line or declared in code (@periodic), trusted.
+    owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
         blank=True,
@@ -59,9 +62,6 @@ class Schedule(models.Model):
 
     class Meta:
         ordering = ["name"]
-        permissions = [
-            ("view_all_schedules", "Can see and change every user's schedules in the API"),
-        ]
         indexes = [
             models.Index(
                 fields=["next_run_at"],
@@ -70,6 +70,16 @@ class Schedule(models.Model):
             )
         ]
         constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "name"],
+                condition=models.Q(owner__isnull=False),
+                name="jw_schedule_name_per_owner",
+            ),
+            models.UniqueConstraint(
+                fields=["name"],
+                condition=models.Q(owner__isnull=True),
+                name="jw_schedule_name_ownerless",
+            ),
             models.CheckConstraint(
                 condition=(
                     models.Q(cron_expression__isnull=False, interval_seconds__isnull=True)

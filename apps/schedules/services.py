@@ -10,6 +10,12 @@ Exactly one submission per slot, even with two beats (or a retried task) firing 
   the jobs table holds one job per (submitter, key). A firing that got past the lock anyway
   (say, a schedule's `next_run_at` put back by hand) replays the slot's job instead of
   submitting a second one.
+
+A schedule submits as its owner (§17): each job a firing submits counts against the owner's
+active-jobs cap and takes a token from their submit throttle (apps/accounts/throttle.py). When
+either is exhausted the slot waits: it is tried again at the next tick, `lastError` says why,
+and once it is later than the misfire grace it is missed and follows the misfire policy, like a
+slot missed while beat was down. Ownerless schedules (command line, code) are not throttled.
 """
 
 from __future__ import annotations
@@ -25,7 +31,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobweaver.accounts.selectors import holds
+from jobweaver.accounts.throttle import SUBMIT, throttle_take
 from jobweaver.conf import settings
+from jobweaver.core.db import assert_in_transaction
 from jobweaver.core.errors import (
     Forbidden,
     IdempotencyConflict,
@@ -33,12 +41,13 @@ from jobweaver.core.errors import (
     InvalidStateTransition,
     QuotaExceeded,
 )
+from jobweaver.jobs.selectors import OPERATE_ALL_JOBS
 from jobweaver.jobs.services import HIGH_PRIORITY, job_submit
 from jobweaver.jobs.validation import JobSpec
 from jobweaver.schedules import slots
 from jobweaver.schedules.models import Schedule, ScheduleSource
 from jobweaver.schedules.periodic import Periodic, declarations
-from jobweaver.schedules.selectors import schedule_get
+from jobweaver.schedules.selectors import schedule_to_operate
 from jobweaver.schedules.validation import (
     clean_enabled,
     clean_job_template,
@@ -57,6 +66,13 @@ UPDATABLE = (
     "misfire_policy",
     "enabled",
 )
+# What the schedule submits, and when: a user who changes any of these makes it theirs (§17).
+# Pausing and resuming (`enabled`) change neither, and leave the owner as it was.
+DEFINITION = frozenset(UPDATABLE) - {"enabled"}
+ADD_JOB = "jobweaver_jobs.add_job"
+# pg_advisory_xact_lock(namespace, user id): one count-then-insert of a user's schedules at a
+# time, so concurrent creates never pass JOBWEAVER_MAX_SCHEDULES_PER_USER together.
+SCHEDULE_LIMIT_LOCK_NAMESPACE = 0x4A53
 
 
 def _now(now: datetime | None) -> datetime:
@@ -78,6 +94,52 @@ def _refuse_code_schedule(schedule: Schedule) -> None:
         )
 
 
+def _check_min_interval(rule: slots.Rule, now: datetime) -> None:
+    """A schedule fires at most every JOBWEAVER_MIN_SCHEDULE_INTERVAL_SECONDS (§17): an
+    interval that long at least, and a cron whose closest two slots are that far apart."""
+    minimum = settings.JOBWEAVER_MIN_SCHEDULE_INTERVAL_SECONDS
+    closest = slots.closest_slots_seconds(rule, after=now)
+    if closest >= minimum:
+        return
+    setting = "JOBWEAVER_MIN_SCHEDULE_INTERVAL_SECONDS"
+    if isinstance(rule, slots.IntervalRule):
+        raise InvalidRequest(
+            f"intervalSeconds must be at least {minimum:g} ({setting}), got {rule.seconds}"
+        )
+    raise InvalidRequest(
+        f"cron {rule.expression!r} fires {closest:g} s apart: a schedule may fire at most every "
+        f"{minimum:g} s ({setting})"
+    )
+
+
+def _check_schedule_limit(owner) -> None:
+    """At most JOBWEAVER_MAX_SCHEDULES_PER_USER schedules per owner (0: no limit); operators
+    (jobs.operate_all_jobs) and ownerless schedules are not counted against it. Must run inside
+    the transaction that adds the schedule: the lock it takes holds until that commits."""
+    limit = settings.JOBWEAVER_MAX_SCHEDULES_PER_USER
+    if owner is None or not limit or holds(owner, OPERATE_ALL_JOBS):
+        return
+    assert_in_transaction("the per-user schedule limit")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(%s, %s)", [SCHEDULE_LIMIT_LOCK_NAMESPACE, owner.pk]
+        )
+    count = Schedule.objects.filter(owner=owner).count()
+    if count >= limit:
+        raise InvalidRequest(
+            f"{owner.get_username()} has {count} schedules, the most a user may have "
+            f"(JOBWEAVER_MAX_SCHEDULES_PER_USER): delete one first"
+        )
+
+
+def _check_may_submit(owner) -> None:
+    """A schedule submits jobs as its owner: the owner needs jobs.add_job (§17)."""
+    if owner is not None and not holds(owner, ADD_JOB):
+        raise Forbidden(
+            f"a schedule submits jobs as its owner, which needs the {ADD_JOB} permission"
+        )
+
+
 def _check_template_allowed(spec: JobSpec, owner) -> None:
     """Refuse now what every firing would refuse: a priority the owner may not submit."""
     threshold = settings.JOBWEAVER_PRIORITY_PERMISSION_ABOVE
@@ -95,21 +157,25 @@ def schedule_create(
     interval_seconds: int | None = None,
     misfire_policy: str = slots.SKIP,
     enabled: bool = True,
-    created_by=None,
+    owner=None,
     now: datetime | None = None,
 ) -> Schedule:
-    """Validate and store a schedule; its first slot is the rule's first after `now`. A bad
-    definition raises InvalidRequest (a priority its owner may not submit, Forbidden) and
-    stores nothing."""
+    """Validate and store a schedule of `owner` (None: ownerless, the command line's); its first
+    slot is the rule's first after `now`. A bad definition raises InvalidRequest (a priority
+    its owner may not submit, Forbidden) and stores nothing. Names are unique per owner, and
+    among the ownerless schedules."""
     name = clean_name(name)
+    _check_may_submit(owner)
     rule_fields = clean_rule(
         cron_expression=cron_expression, time_zone=time_zone, interval_seconds=interval_seconds
     )
-    _check_template_allowed(clean_job_template(job_template), created_by)
+    _check_min_interval(rule_fields.rule, _now(now))
+    _check_template_allowed(clean_job_template(job_template), owner)
     misfire_policy = clean_misfire_policy(misfire_policy)
     enabled = clean_enabled(enabled)
-    if Schedule.objects.filter(name=name).exists():
-        raise InvalidRequest(f"a schedule named {name!r} already exists")
+    _check_schedule_limit(owner)
+    if Schedule.objects.filter(name=name, owner=owner).exists():
+        raise InvalidRequest(_taken(name, owner))
     schedule = Schedule(
         name=name,
         cron_expression=rule_fields.cron_expression,
@@ -119,31 +185,56 @@ def schedule_create(
         misfire_policy=misfire_policy,
         enabled=enabled,
         next_run_at=_first_slot(rule_fields.rule, _now(now)) if enabled else None,
-        created_by=created_by,
+        owner=owner,
     )
     try:
         with transaction.atomic():
             schedule.save(force_insert=True)
     except IntegrityError:  # created concurrently under the same name
-        raise InvalidRequest(f"a schedule named {name!r} already exists") from None
+        raise InvalidRequest(_taken(name, owner)) from None
     logger.info("schedule %s created (%s)", name, schedule.when)
     return schedule
 
 
+def _taken(name: str, owner) -> str:
+    if owner is None:
+        return f"a schedule named {name!r} without an owner already exists"
+    return f"{owner.get_username()} already has a schedule named {name!r}"
+
+
 @transaction.atomic
 def schedule_update(
-    *, name: str, changes: dict[str, Any], user=None, now: datetime | None = None
+    *,
+    name: str | None = None,
+    owner: str | None = None,
+    schedule_id: uuid.UUID | None = None,
+    changes: dict[str, Any],
+    user=None,
+    now: datetime | None = None,
 ) -> Schedule:
-    """Change some of a schedule's fields (UPDATABLE). A new rule, or enabling it, starts it
-    afresh at the rule's first slot after `now`: slots before are not caught up. Switching
-    between cron and interval: give the one, the other is cleared."""
+    """Change some of a schedule's fields (UPDATABLE). The schedule is addressed by `name`
+    (and `owner`, a username) or `schedule_id` as `schedule_get` says; another user's needs
+    jobs.operate_all_jobs. A new rule, or enabling it, starts it afresh at the rule's first slot
+    after `now`: slots before are not caught up. Switching between cron and interval: give the
+    one, the other is cleared.
+
+    A `user` who changes what the schedule submits or when (DEFINITION) becomes its owner: from
+    then on it submits as them, so the schedule is checked as if they had created it (jobs.add_job,
+    the template's priority, a name free among theirs). Otherwise an ownerless schedule (the
+    command line's) would be a way around the priority permission, the cap and the throttle,
+    and another user's a way to submit as them. A trusted caller (`user=None`) changes nothing
+    of the ownership."""
     unknown = sorted(set(changes) - set(UPDATABLE))
     if unknown:
         raise InvalidRequest(f"cannot change: {', '.join(unknown)}")
     if "cron_expression" in changes and "interval_seconds" in changes:
         raise InvalidRequest("give exactly one of cron (with timeZone) or intervalSeconds")
-    schedule = schedule_get(name=name, user=user, for_update=True)
+    schedule = schedule_to_operate(name=name, owner=owner, schedule_id=schedule_id, user=user)
     _refuse_code_schedule(schedule)
+    takes_over = user is not None and bool(DEFINITION & set(changes))
+    changes_hands = takes_over and schedule.owner_id != user.pk
+    if takes_over:
+        _take_over(schedule, user)
     rule_changed = {"cron_expression", "time_zone", "interval_seconds"} & set(changes)
     if rule_changed:
         if "interval_seconds" in changes:
@@ -157,9 +248,12 @@ def schedule_update(
         schedule.cron_expression = rule_fields.cron_expression
         schedule.time_zone = rule_fields.time_zone
         schedule.interval_seconds = rule_fields.interval_seconds
-    if "job_template" in changes:
-        _check_template_allowed(clean_job_template(changes["job_template"]), schedule.created_by)
-        schedule.job_template = changes["job_template"]
+    if rule_changed or changes_hands:  # a rule an owner had before the minimum may stay theirs
+        _check_min_interval(schedule.rule, _now(now))
+    if "job_template" in changes or takes_over:
+        template = changes.get("job_template", schedule.job_template)
+        _check_template_allowed(clean_job_template(template), schedule.owner)
+        schedule.job_template = template
     if "misfire_policy" in changes:
         schedule.misfire_policy = clean_misfire_policy(changes["misfire_policy"])
     enabling = False
@@ -171,29 +265,56 @@ def schedule_update(
         schedule.next_run_at = None
     elif rule_changed or enabling:
         schedule.next_run_at = _first_slot(schedule.rule, _now(now))
-    schedule.save()
-    logger.info("schedule %s updated: %s", name, ", ".join(sorted(changes)) or "nothing")
+    try:
+        with transaction.atomic():
+            schedule.save()
+    except IntegrityError:  # the new owner created one of that name meanwhile
+        raise InvalidRequest(_taken(schedule.name, schedule.owner)) from None
+    logger.info(
+        "schedule %s updated: %s%s",
+        schedule.name,
+        ", ".join(sorted(changes)) or "nothing",
+        f"; it submits as {user.get_username()} from now on" if takes_over else "",
+    )
     return schedule
 
 
-def schedule_enable(*, name: str, user=None, now: datetime | None = None) -> Schedule:
-    """Resume a schedule at its first slot after `now` (slots while paused are not caught up);
-    a no-op on an enabled one."""
-    return schedule_update(name=name, changes={"enabled": True}, user=user, now=now)
+def _take_over(schedule: Schedule, user) -> None:
+    """Make `user` the owner of `schedule` (locked by the caller), as `schedule_update` says."""
+    _check_may_submit(user)
+    if schedule.owner_id == user.pk:
+        return
+    _check_schedule_limit(user)
+    if Schedule.objects.filter(owner=user, name=schedule.name).exists():
+        raise InvalidRequest(_taken(schedule.name, user))
+    schedule.owner = user
 
 
-def schedule_disable(*, name: str, user=None) -> Schedule:
-    """Pause a schedule: no slot fires until it is enabled again."""
-    return schedule_update(name=name, changes={"enabled": False}, user=user)
+def schedule_enable(*, user=None, now: datetime | None = None, **address) -> Schedule:
+    """Resume a schedule (addressed as for `schedule_update`) at its first slot after `now`
+    (slots while paused are not caught up); a no-op on an enabled one."""
+    return schedule_update(**address, changes={"enabled": True}, user=user, now=now)
+
+
+def schedule_disable(*, user=None, **address) -> Schedule:
+    """Pause a schedule (addressed as for `schedule_update`): no slot fires until it is
+    enabled again."""
+    return schedule_update(**address, changes={"enabled": False}, user=user)
 
 
 @transaction.atomic
-def schedule_delete(*, name: str, user=None) -> None:
-    """Delete a schedule. The jobs it submitted stay."""
-    schedule = schedule_get(name=name, user=user, for_update=True)
+def schedule_delete(
+    *,
+    name: str | None = None,
+    owner: str | None = None,
+    schedule_id: uuid.UUID | None = None,
+    user=None,
+) -> None:
+    """Delete a schedule (addressed as for `schedule_update`). The jobs it submitted stay."""
+    schedule = schedule_to_operate(name=name, owner=owner, schedule_id=schedule_id, user=user)
     _refuse_code_schedule(schedule)
     schedule.delete()
-    logger.info("schedule %s deleted", name)
+    logger.info("schedule %s deleted", schedule.name)
 
 
 # --- schedules declared in code ------------------------------------------------------------------
@@ -219,7 +340,9 @@ def schedules_sync_code(*, now: datetime | None = None) -> Synced:
     ones, update the changed ones (a new rule starts at its first slot after `now`; a disabled
     one is enabled again), disable the ones the code no longer declares. Idempotent, and
     serialized by an advisory lock, so several processes may sync at once. A declaration whose
-    name an API schedule holds is skipped and logged: the operator's schedule stays."""
+    name an ownerless API schedule holds (one made from the command line: code schedules share
+    their namespace) is skipped and logged: the operator's schedule stays. Users' schedules
+    have names of their own and never collide."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [SYNC_LOCK_KEY])
     declared = declarations()
@@ -227,7 +350,7 @@ def schedules_sync_code(*, now: datetime | None = None) -> Synced:
     existing = {
         schedule.name: schedule
         for schedule in Schedule.objects.select_for_update().filter(
-            Q(source=ScheduleSource.CODE) | Q(name__in=list(declared))
+            Q(source=ScheduleSource.CODE) | Q(owner=None, name__in=list(declared))
         )
     }
     for name, declaration in sorted(declared.items()):
@@ -261,7 +384,7 @@ def _code_schedule(declaration: Periodic, now: datetime | None) -> Schedule:
     schedule = Schedule(
         name=declaration.name,
         source=ScheduleSource.CODE,
-        created_by=None,
+        owner=None,
         **_declared_fields(declaration),
     )
     schedule.next_run_at = _first_slot(schedule.rule, _now(now))
@@ -335,7 +458,7 @@ def _fire_next_due(*, now: datetime, fired: set[uuid.UUID]) -> Firing | None:
     """
     schedule = (
         Schedule.objects.select_for_update(skip_locked=True, of=("self",))
-        .select_related("created_by")
+        .select_related("owner")
         .filter(enabled=True, next_run_at__lte=now)
         .exclude(id__in=fired)
         .order_by("next_run_at", "id")
@@ -374,8 +497,8 @@ def _fire(schedule: Schedule, now: datetime) -> Firing:
     try:
         _submit_slots(schedule, decision.submit, firing)
     except QuotaExceeded as exc:
-        # Transient: retry this slot at the next tick; once it is older than the grace period
-        # it is a missed slot like any other.
+        # Transient (the owner's cap, or their submit throttle): retry this slot at the next
+        # tick; once it is older than the grace period it is a missed slot like any other.
         firing.error = f"owner's quota: {exc.message}"
         firing.next_run_at = decision.submit[len(firing.submitted) + len(firing.replayed)]
     except (InvalidRequest, Forbidden) as exc:
@@ -395,17 +518,33 @@ def _fire(schedule: Schedule, now: datetime) -> Firing:
     return firing
 
 
+def _take_submit_token(owner) -> None:
+    """Each job a schedule submits counts against its owner's submit throttle, as a request of
+    theirs would (§17); ownerless schedules and operators' are not throttled. An empty bucket
+    is QuotaExceeded: the firing waits for a token (see `_fire`)."""
+    wait = throttle_take(user=owner, kind=SUBMIT)
+    if wait is not None:
+        raise QuotaExceeded(
+            f"{owner.get_username()}'s submit throttle has no token left, the next in {wait} s "
+            "(JOBWEAVER_SUBMIT_THROTTLE_*)",
+            retry_after=wait,
+        )
+
+
 def _submit_slots(schedule: Schedule, due: tuple[datetime, ...], firing: Firing) -> None:
     if not due:
         return
-    owner = schedule.created_by
+    owner = schedule.owner
     if owner is not None and not owner.is_active:
         raise Forbidden(f"the schedule's owner {owner.get_username()!r} is inactive")
+    _check_may_submit(owner)  # a permission the owner may have lost since
     spec = clean_job_template(schedule.job_template)
     for slot in due:
         key = slots.slot_key(schedule.id, slot)
         try:
-            result = job_submit(spec=spec, submitted_by=owner, idempotency_key=key)
+            with transaction.atomic():  # a slot refused by the cap gives its token back
+                _take_submit_token(owner)
+                result = job_submit(spec=spec, submitted_by=owner, idempotency_key=key)
         except IdempotencyConflict as exc:
             # The slot's job exists, submitted from an earlier version of the template.
             firing.replayed.append((slot, uuid.UUID(exc.job_id)))

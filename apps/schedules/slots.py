@@ -206,6 +206,30 @@ def plan_firing(
     )
 
 
+# Enough slots to see a cron rule's pattern of a day whole (a minute field of `*`: 1,440).
+CLOSEST_SLOTS_LOOKAHEAD = 1441
+
+
+def closest_slots_seconds(rule: Rule, *, after: datetime) -> float:
+    """The shortest time between two consecutive slots of `rule`: an interval's seconds; for a
+    cron rule, the closest two of its slots within a day of its first one after `after` (every
+    firing day repeats the minute and hour fields, so that day holds the closest pair). A rule
+    without a second slot gives infinity."""
+    if isinstance(rule, IntervalRule):
+        return float(rule.seconds)
+    upcoming = _cron_slots(rule, after)
+    first = previous = next(upcoming, None)
+    shortest = float("inf")
+    if first is None:
+        return shortest
+    for count, slot in enumerate(upcoming, start=2):
+        shortest = min(shortest, (slot - previous).total_seconds())
+        previous = slot
+        if slot - first > timedelta(days=1) or count >= CLOSEST_SLOTS_LOOKAHEAD:
+            break
+    return shortest
+
+
 def slot_key(schedule_id: object, slot: datetime) -> str:
     """The idempotency key of one slot's job: the same slot always maps to the same key."""
     return f"schedule:{schedule_id}:{_utc(slot).strftime('%Y-%m-%dT%H:%M:%SZ')}"

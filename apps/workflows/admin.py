@@ -12,7 +12,9 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
+from jobweaver.accounts.throttle import CANCEL, SUBMIT
 from jobweaver.core.errors import JobWeaverError
+from jobweaver.jobs.adminlog import refused_by_throttle
 from jobweaver.jobs.selectors import may_operate, owned_by
 from jobweaver.workflows.graph import GraphNode, svg
 from jobweaver.workflows.models import Workflow
@@ -117,6 +119,9 @@ class WorkflowAdmin(admin.ModelAdmin):
         self._each(request, queryset, workflow_retry_failed, "retried its failed jobs")
 
     def _each(self, request: HttpRequest, queryset, action, verb: str) -> None:
+        kind = CANCEL if action is workflow_cancel else SUBMIT  # retrying queues work again
+        if refused_by_throttle(request, kind):
+            return
         for workflow in queryset:
             if not may_operate(request.user, workflow.submitted_by_id):
                 self.message_user(

@@ -50,7 +50,7 @@ def one_of_everything():
             }
         )
     )
-    schedule_create(name="hourly", job_template=LOG, interval_seconds=3600, created_by=owner)
+    schedule_create(name="hourly", job_template=LOG, interval_seconds=3600, owner=owner)
     api_token_create(user=owner, name="ci")
     return failed
 

@@ -16,7 +16,7 @@ from jobweaver.jobs.api import schema
 from jobweaver.jobs.api.base import JobWeaverAPIView
 from jobweaver.jobs.api.permissions import HasOperationPermission
 from jobweaver.jobs.api.reading import int_param, page_body, page_params, read_json_body
-from jobweaver.jobs.api.throttling import SubmissionThrottle
+from jobweaver.jobs.api.throttling import CancelThrottle, SubmissionThrottle
 from jobweaver.jobs.models import JobType
 from jobweaver.jobs.representation import job_to_dict
 from jobweaver.jobs.selectors import (
@@ -236,6 +236,7 @@ class JobAttemptsView(JobView):
 
 class JobRetryView(JobView):
     required_permissions = {"POST": CHANGE_JOB}
+    throttle_classes = [SubmissionThrottle]  # a retry queues the work again, as a submit does
 
     @extend_schema(
         operation_id="jobs_retry",
@@ -252,6 +253,7 @@ class JobRetryView(JobView):
 
 class JobCancelView(JobView):
     required_permissions = {"POST": CHANGE_JOB}
+    throttle_classes = [CancelThrottle]
 
     @extend_schema(
         operation_id="jobs_cancel",

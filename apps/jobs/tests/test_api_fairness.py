@@ -41,46 +41,118 @@ def post(client: APIClient, path: str = "/api/jobs", body: dict = BODY):
 
 
 @pytest.mark.django_db
-def test_the_submission_throttle_answers_429_with_retry_after_and_recovers(settings):
-    settings.JOBWEAVER_SUBMIT_THROTTLE_RATE = 3
-    settings.JOBWEAVER_SUBMIT_THROTTLE_WINDOW_SECONDS = 2
+def test_300_single_submits_from_one_client_all_pass_with_the_defaults():
+    """The defect of issue 35: a client sending 300 single submits one after another was refused
+    after 85 by the fixed window of 120 a minute. The bucket's burst takes them."""
+    client = token_client("busy-client")
+
+    statuses = [post(client).status_code for _ in range(300)]
+
+    assert statuses == [202] * 300
+    assert Job.objects.filter(submitted_by__username="busy-client").count() == 300
+
+
+@pytest.mark.django_db
+def test_a_burst_beyond_the_bucket_is_429_with_retry_after_and_persists_nothing(settings):
+    settings.JOBWEAVER_SUBMIT_THROTTLE_BURST = 5
+    settings.JOBWEAVER_SUBMIT_THROTTLE_RATE = 1  # one token per 10 s: none comes back in the test
+    settings.JOBWEAVER_SUBMIT_THROTTLE_WINDOW_SECONDS = 10
     alice, bob = token_client("alice"), token_client("bob")
 
-    # Within one window at most 3 get through; the window may turn over between two requests,
-    # so send until the throttle answers (at most two windows' worth plus one).
-    statuses = []
-    for _ in range(7):
-        before = counts()
-        response = post(alice)
-        statuses.append(response.status_code)
-        if response.status_code == 429:
-            break
-    assert statuses[-1] == 429, statuses
-    assert statuses.count(202) <= 6
+    assert [post(alice).status_code for _ in range(5)] == [202] * 5
+    before = counts()
+    response = post(alice)
+
     assert_error_body(response, 429, "API.THROTTLED")
-    assert 1 <= int(response["Retry-After"]) <= 2
+    assert 9 <= int(response["Retry-After"]) <= 10
     assert counts() == before  # the throttled request persisted nothing
+    assert post(bob).status_code == 202  # one user's bucket is not another's
 
-    assert post(bob).status_code == 202  # one user's throttle is not another's
 
-    # Recovers once the window has passed.
-    wait_for(lambda: post(alice).status_code == 202, timeout=10, message="the throttle to lift")
+@pytest.mark.django_db
+def test_the_bucket_refills_at_the_rate(settings):
+    settings.JOBWEAVER_SUBMIT_THROTTLE_BURST = 3
+    settings.JOBWEAVER_SUBMIT_THROTTLE_RATE = 10  # 10 per 2 s: a token every 0.2 s
+    settings.JOBWEAVER_SUBMIT_THROTTLE_WINDOW_SECONDS = 2
+    alice = token_client("alice")
+    accepted = 0
+    while (response := post(alice)).status_code == 202:  # the burst, and what refilled meanwhile
+        accepted += 1
+        assert accepted <= 50
+    assert accepted >= 3
+    assert_error_body(response, 429, "API.THROTTLED")
+    assert response["Retry-After"] == "1"  # 0.2 s at most, said in whole seconds
+
+    wait_for(lambda: post(alice).status_code == 202, timeout=10, message="a token to come back")
+
+
+@pytest.mark.django_db
+def test_an_operator_is_not_throttled(settings):
+    settings.JOBWEAVER_SUBMIT_THROTTLE_BURST = 1
+    settings.JOBWEAVER_SUBMIT_THROTTLE_RATE = 1
+    settings.JOBWEAVER_SUBMIT_THROTTLE_WINDOW_SECONDS = 3600
+    operator = APIClient()
+    operator.credentials(
+        HTTP_AUTHORIZATION="Token "
+        + token_for(make_user("operator", *SUBMITTER, "jobweaver_jobs.operate_all_jobs"))
+    )
+    viewer = APIClient()  # seeing everyone's jobs is not operating: throttled
+    viewer.credentials(
+        HTTP_AUTHORIZATION="Token "
+        + token_for(make_user("viewer", *SUBMITTER, "jobweaver_jobs.view_all_jobs"))
+    )
+
+    assert [post(operator).status_code for _ in range(5)] == [202] * 5
+    assert [post(viewer).status_code for _ in range(2)] == [202, 429]
 
 
 @pytest.mark.django_db
 def test_reads_are_not_throttled(settings):
-    settings.JOBWEAVER_SUBMIT_THROTTLE_RATE = 1
+    settings.JOBWEAVER_SUBMIT_THROTTLE_BURST = 1
     client = token_client("carol")
     assert [client.get("/api/jobs").status_code for _ in range(5)] == [200] * 5
 
 
+LOG = {"jobType": "SIMULATION", "payload": {"steps": [{"action": "LOG", "message": "x"}]}}
+WORKFLOW = {
+    "name": "pair",
+    "jobs": [{"ref": "a", "job": LOG}, {"ref": "b", "dependsOn": ["a"], "job": LOG}],
+}
+
+
 @pytest.mark.django_db
-def test_a_batch_counts_as_one_submission_request(settings):
+def test_a_batch_and_a_workflow_count_as_one_request_each(settings):
+    settings.JOBWEAVER_SUBMIT_THROTTLE_BURST = 2
     settings.JOBWEAVER_SUBMIT_THROTTLE_RATE = 1
     settings.JOBWEAVER_SUBMIT_THROTTLE_WINDOW_SECONDS = 3600
     client = token_client("dave")
     assert post(client, "/api/jobs/batch", {"jobs": [BODY] * 5}).status_code == 202
+    assert post(client, "/api/workflows", WORKFLOW).status_code == 202
     assert_error_body(post(client, "/api/jobs/batch", {"jobs": [BODY]}), 429, "API.THROTTLED")
+    assert_error_body(post(client, "/api/workflows", WORKFLOW), 429, "API.THROTTLED")
+
+
+@pytest.mark.django_db
+def test_retries_take_from_the_submit_bucket_and_cancels_from_their_own(settings):
+    """Retry queues the work again: it is throttled with the submits. Cancels are throttled
+    too, from a bucket of their own: a user out of submits can still cancel."""
+    settings.JOBWEAVER_SUBMIT_THROTTLE_BURST = 3
+    settings.JOBWEAVER_SUBMIT_THROTTLE_RATE = 1
+    settings.JOBWEAVER_SUBMIT_THROTTLE_WINDOW_SECONDS = 3600
+    client = token_client("ruth")
+    first, second = (post(client).json()["jobId"] for _ in range(2))
+    workflow = post(client, "/api/workflows", WORKFLOW)  # the third submit token
+    assert workflow.status_code == 202
+
+    assert client.post(f"/api/jobs/{first}/cancel").status_code == 200
+    assert client.post(f"/api/jobs/{second}/cancel").status_code == 200
+    retry = client.post(f"/api/jobs/{first}/retry")  # no submit token left
+    assert_error_body(retry, 429, "API.THROTTLED")
+    assert int(retry["Retry-After"]) >= 1
+    assert Job.objects.get(id=first).execution.status == "CANCELLED"  # not retried
+    workflow_id = workflow.json()["workflowId"]
+    assert client.post(f"/api/workflows/{workflow_id}/cancel").status_code == 200
+    assert_error_body(client.post(f"/api/jobs/{second}/cancel"), 429, "API.THROTTLED")
 
 
 # --- the per-user cap under concurrency ---------------------------------------------------------

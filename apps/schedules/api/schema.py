@@ -33,7 +33,11 @@ class ScheduleChange(serializers.Serializer):
         max_length=64, required=False, help_text="IANA name, with cron only; default UTC"
     )
     intervalSeconds = serializers.IntegerField(
-        min_value=1, max_value=slots.MAX_INTERVAL_SECONDS, required=False
+        min_value=1,
+        max_value=slots.MAX_INTERVAL_SECONDS,
+        required=False,
+        help_text="at least JOBWEAVER_MIN_SCHEDULE_INTERVAL_SECONDS (60); exactly one of cron or "
+        "intervalSeconds",
     )
     template = ScheduleTemplate(required=False)
     misfirePolicy = serializers.ChoiceField(
@@ -47,13 +51,18 @@ class ScheduleChange(serializers.Serializer):
 class ScheduleRequest(ScheduleChange):
     name = serializers.RegexField(
         r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$",
-        help_text="unique: letters, digits, - and _",
+        help_text="unique among your schedules: letters, digits, - and _",
     )
     template = ScheduleTemplate()
 
 
 class ScheduleDetail(serializers.Serializer):
     name = serializers.CharField()
+    owner = serializers.CharField(
+        allow_null=True,
+        help_text="the user its jobs are submitted as: whoever created it or last changed what "
+        "it submits; null: made from the command line or declared in code",
+    )
     cron = serializers.CharField(allow_null=True)
     timeZone = serializers.CharField(allow_null=True)
     intervalSeconds = serializers.IntegerField(allow_null=True)
@@ -70,7 +79,6 @@ class ScheduleDetail(serializers.Serializer):
     lastSlotAt = serializers.DateTimeField(allow_null=True)
     lastJobId = serializers.UUIDField(allow_null=True)
     lastError = serializers.CharField(allow_null=True)
-    createdBy = serializers.CharField(allow_null=True)
     createdAt = serializers.DateTimeField()
     updatedAt = serializers.DateTimeField()
 
@@ -80,11 +88,31 @@ class ScheduleList(serializers.Serializer):
 
 
 NAME = OpenApiParameter("name", OpenApiTypes.STR, OpenApiParameter.PATH)
+OWNER = OpenApiParameter(
+    "owner",
+    OpenApiTypes.STR,
+    OpenApiParameter.QUERY,
+    description="the username of the schedule's owner, for operators (jobs.view_all_jobs to "
+    "see, jobs.operate_all_jobs to act); default: your own, then (operators) the shared "
+    "schedules of the command line and code",
+)
+OWNER_FILTER = OpenApiParameter(
+    "owner",
+    OpenApiTypes.STR,
+    OpenApiParameter.QUERY,
+    description="only this user's schedules (operators see everyone's)",
+)
 NOT_FOUND = {
     404: OpenApiResponse(
         jobs_schema.Error,
         description="API.JOB_NOT_FOUND (the API's one not-found code): no such schedule, or "
-        "not yours",
+        "not one you may see",
+    )
+}
+CODE_SCHEDULE = {
+    409: OpenApiResponse(
+        jobs_schema.Error,
+        description="API.INVALID_STATE_TRANSITION: the schedule is declared in code (@periodic)",
     )
 }
 COMMON_ERRORS = jobs_schema.COMMON_ERRORS

@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from jobweaver.accounts.tests.helpers import SUBMITTER, make_user
 from jobweaver.schedules.models import Schedule
 from jobweaver.schedules.services import schedule_create
 from jobweaver.schedules.tests.helpers import TEMPLATE
@@ -45,7 +46,7 @@ def test_add_goes_through_the_services(admin_client, admin_user):
 
     assert response.status_code == 302, response.content.decode()[:2000]
     schedule = Schedule.objects.get(name="from-admin")
-    assert (schedule.interval_seconds, schedule.created_by) == (30, admin_user)
+    assert (schedule.interval_seconds, schedule.owner) == (30, admin_user)
     assert schedule.next_run_at is not None
 
 
@@ -85,3 +86,60 @@ def test_pause_action_and_delete(admin_client):
     assert Schedule.objects.get().enabled is False
     admin_client.post(f"{URL}{schedule.pk}/delete/", {"post": "yes"})
     assert not Schedule.objects.exists()
+
+
+SCHEDULE_PERMISSIONS = (
+    "jobweaver_schedules.view_schedule",
+    "jobweaver_schedules.change_schedule",
+    "jobweaver_schedules.delete_schedule",
+)
+
+
+def test_a_staff_user_sees_and_changes_only_their_own_schedules(client):
+    alice = make_user("alice", *SUBMITTER, *SCHEDULE_PERMISSIONS, is_staff=True)
+    bob = make_user("bob", *SUBMITTER, *SCHEDULE_PERMISSIONS, is_staff=True)
+    mine = schedule_create(name="mine", interval_seconds=30, job_template=TEMPLATE, owner=alice)
+    theirs = schedule_create(name="theirs", interval_seconds=30, job_template=TEMPLATE, owner=bob)
+    shared = schedule_create(name="shared", interval_seconds=30, job_template=TEMPLATE)
+    client.force_login(alice)
+
+    listing = client.get(URL).content.decode()
+    assert "mine" in listing and "theirs" not in listing and "shared" not in listing
+    for other in (theirs, shared):
+        assert client.get(f"{URL}{other.pk}/change/").status_code == 302  # "does not exist"
+        client.post(f"{URL}{other.pk}/change/", form(name=other.name, interval_seconds="60"))
+        client.post(URL, {"action": "pause", "_selected_action": [str(other.pk)]})
+        client.post(f"{URL}{other.pk}/delete/", {"post": "yes"})
+    assert Schedule.objects.count() == 3
+    assert not Schedule.objects.filter(interval_seconds=60).exists()
+    assert Schedule.objects.filter(enabled=True).count() == 3
+    client.post(URL, {"action": "pause", "_selected_action": [str(mine.pk)]})
+    assert Schedule.objects.get(pk=mine.pk).enabled is False
+
+
+def test_an_operator_sees_everyones_and_acts_only_with_operate_all_jobs(client):
+    bob = make_user("bob", *SUBMITTER)
+    theirs = schedule_create(name="theirs", interval_seconds=30, job_template=TEMPLATE, owner=bob)
+    viewer = make_user(
+        "viewer", *SCHEDULE_PERMISSIONS, "jobweaver_jobs.view_all_jobs", is_staff=True
+    )
+    client.force_login(viewer)
+
+    assert "theirs" in client.get(URL).content.decode()
+    assert client.post(f"{URL}{theirs.pk}/change/", form(name="theirs")).status_code == 403
+    response = client.post(
+        URL, {"action": "pause", "_selected_action": [str(theirs.pk)]}, follow=True
+    )
+    assert "1 skipped" in response.content.decode()
+    assert Schedule.objects.get().enabled is True
+
+    operator = make_user(
+        "operator",
+        *SCHEDULE_PERMISSIONS,
+        "jobweaver_jobs.view_all_jobs",
+        "jobweaver_jobs.operate_all_jobs",
+        is_staff=True,
+    )
+    client.force_login(operator)
+    client.post(URL, {"action": "pause", "_selected_action": [str(theirs.pk)]})
+    assert Schedule.objects.get().enabled is False

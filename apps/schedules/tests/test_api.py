@@ -15,7 +15,9 @@ from jobweaver.schedules.tests.helpers import TEMPLATE
 
 pytestmark = pytest.mark.django_db
 
+# A schedule submits jobs as its owner: managing schedules takes add_job too (§17).
 MANAGER = (
+    "jobweaver_jobs.add_job",
     "jobweaver_schedules.view_schedule",
     "jobweaver_schedules.add_schedule",
     "jobweaver_schedules.change_schedule",
@@ -57,6 +59,7 @@ def test_create_show_list_patch_pause_resume_delete(api):
     body = created.json()
     assert body | {"nextRunAt": None, "createdAt": None, "updatedAt": None} == {
         "name": "nightly",
+        "owner": "scheduler-user",
         "cron": "30 2 * * *",
         "timeZone": "Europe/Berlin",
         "intervalSeconds": None,
@@ -68,7 +71,6 @@ def test_create_show_list_patch_pause_resume_delete(api):
         "lastSlotAt": None,
         "lastJobId": None,
         "lastError": None,
-        "createdBy": "scheduler-user",
         "createdAt": None,
         "updatedAt": None,
     }
@@ -174,7 +176,7 @@ def test_anonymous_is_401_and_missing_permissions_are_403():
 def test_users_see_and_change_only_their_own_schedules(api):
     send(api, "post", "/api/schedules", GOOD)
     other = client_for("other-user", *MANAGER)
-    auditor = client_for("auditor", *MANAGER, "jobweaver_schedules.view_all_schedules")
+    auditor = client_for("auditor", *MANAGER, "jobweaver_jobs.view_all_jobs")
 
     assert other.get("/api/schedules").json() == {"schedules": []}
     assert_error_body(other.get("/api/schedules/good"), 404, "API.JOB_NOT_FOUND")
@@ -182,6 +184,93 @@ def test_users_see_and_change_only_their_own_schedules(api):
     assert_error_body(other.delete("/api/schedules/good"), 404, "API.JOB_NOT_FOUND")
     assert Schedule.objects.get().enabled is True
     assert [s["name"] for s in auditor.get("/api/schedules").json()["schedules"]] == ["good"]
+
+
+def test_names_are_per_owner(api):
+    other = client_for("other-user", *MANAGER)
+
+    assert send(api, "post", "/api/schedules", GOOD).status_code == 201
+    assert send(other, "post", "/api/schedules", GOOD).status_code == 201
+    duplicate = send(other, "post", "/api/schedules", {**GOOD, "intervalSeconds": 120})
+
+    assert_error_body(duplicate, 400, "API.INVALID_REQUEST")
+    assert "other-user already has a schedule named 'good'" in duplicate.json()["message"]
+    assert sorted(Schedule.objects.values_list("owner__username", "name")) == [
+        ("other-user", "good"), ("scheduler-user", "good"),
+    ]  # fmt: skip
+    # Each user's name means their own schedule.
+    assert send(other, "patch", "/api/schedules/good", {"enabled": False}).status_code == 200
+    assert api.get("/api/schedules/good").json()["enabled"] is True
+
+
+def test_another_owners_schedule_is_not_found_exactly_like_a_missing_one(api):
+    send(api, "post", "/api/schedules", GOOD)
+    other = client_for("other-user", *MANAGER)
+
+    for path in ("/api/schedules/good", "/api/schedules/missing"):
+        for owner in ("", "?owner=scheduler-user", "?owner=nobody"):
+            response = other.get(path + owner)
+            body = assert_error_body(response, 404, "API.JOB_NOT_FOUND")
+            name = path.rsplit("/", 1)[1]
+            assert body["message"] in (
+                f"no such schedule: {name!r}",
+                f"no such schedule of {owner.partition('=')[2]}: {name!r}",
+            )
+    assert other.get("/api/schedules?owner=scheduler-user").json() == {"schedules": []}
+    assert_error_body(
+        send(other, "patch", "/api/schedules/good?owner=scheduler-user", {"enabled": False}),
+        404,
+        "API.JOB_NOT_FOUND",
+    )
+    assert Schedule.objects.get().enabled is True
+
+
+def test_operators_address_another_owners_schedule_with_owner(api):
+    send(api, "post", "/api/schedules", GOOD)
+    viewer = client_for("viewer", *MANAGER, "jobweaver_jobs.view_all_jobs")
+    operator = client_for(
+        "operator", *MANAGER, "jobweaver_jobs.view_all_jobs", "jobweaver_jobs.operate_all_jobs"
+    )
+    send(operator, "post", "/api/schedules", {**GOOD, "intervalSeconds": 600})
+
+    # Without ?owner= the name is the requesting user's own.
+    assert operator.get("/api/schedules/good").json()["intervalSeconds"] == 600
+    theirs = viewer.get("/api/schedules/good?owner=scheduler-user")
+    assert (theirs.status_code, theirs.json()["owner"]) == (200, "scheduler-user")
+    listed = operator.get("/api/schedules?owner=scheduler-user").json()["schedules"]
+    assert [(s["name"], s["owner"]) for s in listed] == [("good", "scheduler-user")]
+
+    # Seeing is not acting: that needs jobs.operate_all_jobs.
+    assert_error_body(
+        viewer.post("/api/schedules/good/pause?owner=scheduler-user"), 403, "API.FORBIDDEN"
+    )
+    assert_error_body(
+        viewer.delete("/api/schedules/good?owner=scheduler-user"), 403, "API.FORBIDDEN"
+    )
+    paused = operator.post("/api/schedules/good/pause?owner=scheduler-user")
+    assert (paused.status_code, paused.json()["owner"]) == (200, "scheduler-user")
+    assert Schedule.objects.get(owner__username="scheduler-user").enabled is False
+    assert Schedule.objects.get(owner__username="operator").enabled is True
+
+
+@pytest.mark.parametrize("query", ["?owner=a&page=1", "?sort=name", "?owner=%00"])
+def test_a_bad_query_parameter_is_a_400(api, query):
+    send(api, "post", "/api/schedules", GOOD)
+
+    assert_error_body(api.get("/api/schedules/good" + query), 400, "API.INVALID_REQUEST")
+    assert_error_body(api.get("/api/schedules" + query), 400, "API.INVALID_REQUEST")
+
+
+def test_a_schedule_is_created_as_ones_own():
+    operator = client_for(
+        "operator", *MANAGER, "jobweaver_jobs.view_all_jobs", "jobweaver_jobs.operate_all_jobs"
+    )
+    make_user("someone-else")
+
+    response = send(operator, "post", "/api/schedules?owner=someone-else", GOOD)
+
+    assert_error_body(response, 400, "API.INVALID_REQUEST")
+    assert not Schedule.objects.exists()
 
 
 def test_a_template_priority_the_owner_may_not_submit_is_403(api):

@@ -7,8 +7,10 @@ import json
 
 import pytest
 
+from jobweaver.accounts.tests.helpers import SUBMITTER, make_user
 from jobweaver.schedules.management.commands.schedules import SUBCOMMANDS, Command
 from jobweaver.schedules.models import Schedule
+from jobweaver.schedules.services import schedule_create
 from jobweaver.schedules.tests.helpers import TEMPLATE, jobs_of
 
 pytestmark = pytest.mark.django_db
@@ -83,3 +85,23 @@ def test_bad_input_exits_2_with_one_line_and_changes_nothing(schedules, args):
     assert result.code == 2, (result.out, result.err)
     assert result.err.startswith("schedules: error: ") and result.err.count("\n") == 1
     assert not Schedule.objects.exists()
+
+
+def test_owner_addresses_a_users_schedule(schedules):
+    alice = make_user("alice", *SUBMITTER)
+    schedule_create(name="same", interval_seconds=60, job_template=TEMPLATE, owner=alice)
+    schedule_create(name="same", interval_seconds=120, job_template=TEMPLATE)
+
+    listed = schedules("list")
+    assert "OWNER" in listed.out and "alice" in listed.out
+    assert [row["owner"] for row in json.loads(schedules("list", "--json").out)] == ["alice", None]
+    assert json.loads(schedules("list", "--owner", "alice", "--json").out)[0]["owner"] == "alice"
+    assert json.loads(schedules("show", "same", "--json").out)["intervalSeconds"] == 120
+    shown = schedules("show", "same", "--owner", "alice")
+    assert shown.code == 0 and "every 60 s" in shown.out and "owner        alice" in shown.out
+
+    assert schedules("disable", "same", "--owner", "alice").code == 0
+    assert Schedule.objects.get(owner=alice).enabled is False  # still alice's
+    assert Schedule.objects.get(owner=None).enabled is True
+    missing = schedules("delete", "same", "--owner", "bob")
+    assert missing.code == 2 and "no such schedule of bob" in missing.err

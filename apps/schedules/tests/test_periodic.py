@@ -12,6 +12,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.urls import reverse
 
+from jobweaver.accounts.tests.helpers import make_user
 from jobweaver.core.errors import InvalidRequest
 from jobweaver.jobs.python_tasks.compat import task as dep14_task
 from jobweaver.schedules import periodic as periodic_module
@@ -58,7 +59,7 @@ def test_the_examples_declare_a_nightly_digest():
 def test_a_sync_creates_the_declared_schedule_as_a_code_schedule():
     schedule = synced_digest()
 
-    assert (schedule.source, schedule.enabled, schedule.created_by) == ("code", True, None)
+    assert (schedule.source, schedule.enabled, schedule.owner) == ("code", True, None)
     assert schedule.cron_expression == "0 3 * * *"
     assert schedule.next_run_at == datetime(2027, 3, 2, 3, 0, tzinfo=UTC)
     assert schedule.job_template["payload"]["task"] == nightly_digest.module_path
@@ -101,6 +102,33 @@ def test_an_api_schedule_of_the_same_name_is_left_alone():
 
 
 @pytest.mark.django_db
+def test_a_users_schedule_of_the_same_name_does_not_stop_the_sync():
+    """Users' schedules have names of their own: only an ownerless one shares the code's."""
+    Schedule.objects.filter(name=DIGEST).delete()
+    schedule_create(
+        name=DIGEST,
+        job_template=TEMPLATE,
+        interval_seconds=600,
+        owner=make_user("someone", "jobweaver_jobs.add_job"),
+    )
+
+    assert schedules_sync_code(now=NOW).created == [DIGEST]
+    assert Schedule.objects.filter(name=DIGEST, source=ScheduleSource.CODE).count() == 1
+
+
+@pytest.mark.django_db
+def test_an_operator_addresses_a_code_schedule_by_name():
+    synced_digest()
+    operator = client_for(
+        "operator", "jobweaver_schedules.view_schedule", "jobweaver_jobs.view_all_jobs"
+    )
+    user = client_for("user", "jobweaver_schedules.view_schedule")
+
+    assert operator.get(f"/api/schedules/{DIGEST}").json()["source"] == "code"
+    assert user.get(f"/api/schedules/{DIGEST}").status_code == 404  # not theirs to see
+
+
+@pytest.mark.django_db
 def test_a_code_schedule_is_read_only_in_the_api():
     synced_digest()
     api = client_for(
@@ -108,7 +136,8 @@ def test_a_code_schedule_is_read_only_in_the_api():
         "jobweaver_schedules.view_schedule",
         "jobweaver_schedules.change_schedule",
         "jobweaver_schedules.delete_schedule",
-        "jobweaver_schedules.view_all_schedules",
+        "jobweaver_jobs.view_all_jobs",
+        "jobweaver_jobs.operate_all_jobs",
     )
 
     shown = api.get(f"/api/schedules/{DIGEST}")

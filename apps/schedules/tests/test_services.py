@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
@@ -149,7 +150,7 @@ def test_catch_up_once_submits_the_latest_missed_slot_then_continues():
 def test_a_user_schedule_submits_as_its_owner():
     owner = make_user("schedule-owner", *SUBMITTER)
     schedule = schedule_create(
-        name="owned", interval_seconds=10, job_template=TEMPLATE, created_by=owner,
+        name="owned", interval_seconds=10, job_template=TEMPLATE, owner=owner,
         now=utc(2026, 1, 1),
     )  # fmt: skip
 
@@ -162,7 +163,7 @@ def test_a_user_schedule_submits_as_its_owner():
 def test_an_inactive_owner_submits_nothing_and_the_error_is_recorded():
     owner = make_user("gone-owner", *SUBMITTER)
     schedule = schedule_create(
-        name="orphan", interval_seconds=10, job_template=TEMPLATE, created_by=owner,
+        name="orphan", interval_seconds=10, job_template=TEMPLATE, owner=owner,
         now=utc(2026, 1, 1),
     )  # fmt: skip
     owner.is_active = False
@@ -209,17 +210,48 @@ def test_a_template_above_the_owners_priority_is_forbidden():
     with pytest.raises(Forbidden, match="priority"):
         schedule_create(
             name="urgent", interval_seconds=60, job_template={**TEMPLATE, "priority": 9},
-            created_by=owner,
+            owner=owner,
         )  # fmt: skip
 
     assert not Schedule.objects.exists()
 
 
-def test_names_are_unique():
-    schedule_create(name="once", interval_seconds=60, job_template=TEMPLATE)
+def test_names_are_unique_per_owner_and_among_the_ownerless():
+    alice, bob = make_user("alice", *SUBMITTER), make_user("bob", *SUBMITTER)
+    for owner in (None, alice, bob):
+        schedule_create(name="once", interval_seconds=60, job_template=TEMPLATE, owner=owner)
 
-    with pytest.raises(InvalidRequest, match="already exists"):
+    with pytest.raises(InvalidRequest, match="without an owner already exists"):
         schedule_create(name="once", interval_seconds=30, job_template=TEMPLATE)
+    with pytest.raises(InvalidRequest, match="alice already has a schedule named 'once'"):
+        schedule_create(name="once", interval_seconds=30, job_template=TEMPLATE, owner=alice)
+    assert Schedule.objects.filter(name="once").count() == 3
+
+
+@pytest.mark.parametrize("owned", [True, False])
+def test_the_database_holds_a_name_once_per_owner(owned):
+    """The constraints behind the services' check, for two creates racing past it."""
+    owner = make_user("racer", *SUBMITTER) if owned else None
+    schedule_create(name="raced", interval_seconds=60, job_template=TEMPLATE, owner=owner)
+    twin = Schedule.objects.get()
+    twin.pk = None
+
+    with pytest.raises(IntegrityError), transaction.atomic():
+        twin.save(force_insert=True)
+
+
+def test_services_address_a_schedule_by_name_within_its_owners():
+    alice = make_user("alice", *SUBMITTER)
+    theirs = schedule_create(name="same", interval_seconds=60, job_template=TEMPLATE, owner=alice)
+    shared = schedule_create(name="same", interval_seconds=60, job_template=TEMPLATE)
+
+    schedule_disable(name="same")  # the command line, without --owner: the ownerless one
+    assert Schedule.objects.get(pk=shared.pk).enabled is False
+    assert Schedule.objects.get(pk=theirs.pk).enabled is True
+    schedule_disable(name="same", owner="alice")
+    assert Schedule.objects.get(pk=theirs.pk).enabled is False
+    with pytest.raises(ScheduleNotFound):
+        schedule_delete(name="same", owner="nobody")
 
 
 def test_pause_resume_update_and_delete():

@@ -21,7 +21,7 @@ from jobweaver.jobs.api import schema as job_schema
 from jobweaver.jobs.api.base import JobWeaverAPIView
 from jobweaver.jobs.api.permissions import HasOperationPermission
 from jobweaver.jobs.api.reading import page_body, page_params, read_json_body
-from jobweaver.jobs.api.throttling import SubmissionThrottle
+from jobweaver.jobs.api.throttling import CancelThrottle, SubmissionThrottle
 from jobweaver.jobs.selectors import may_operate
 from jobweaver.jobs.services import TRACE_ID_PATTERN
 from jobweaver.workflows.api import schema
@@ -113,6 +113,7 @@ class WorkflowDetailView(WorkflowView):
 
 class WorkflowCancelView(WorkflowView):
     required_permissions = {"POST": CHANGE_JOB}
+    throttle_classes = [CancelThrottle]
 
     @extend_schema(
         operation_id="workflows_cancel",

@@ -1,19 +1,22 @@
 """`manage.py schedules list|create|show|enable|disable|delete|fire`: recurring jobs from the
 command line, through the same services as the API and the admin.
 
-  schedules list                                    by name
+  schedules list [--owner USERNAME]                 by name, with their owners
   schedules create NAME (--cron EXPR [--tz ZONE] | --interval SECONDS)
                    (--template JSON | --template-file PATH) [--misfire SKIP|CATCH_UP_ONCE]
                    [--disabled]
-  schedules show NAME
-  schedules enable NAME | disable NAME | delete NAME
+  schedules show NAME [--owner USERNAME]
+  schedules enable|disable|delete NAME [--owner USERNAME]
   schedules fire [--now ISO]                        submit the due slots now (beat does this
                                                     every JOBWEAVER_SCHEDULES_INTERVAL_SECONDS);
                                                     --now injects the clock, for tests and drills
 
 Each takes --json. Schedules created here belong to no user: their jobs are submitted as a
-trusted operator's. Exit codes: 0 done; 2 bad input (an invalid definition, an unknown
-schedule, a malformed time), and nothing was changed.
+trusted operator's. Names are per owner (ARCHITECTURE §17): NAME is an ownerless schedule's
+(made here, or declared in code) unless --owner names the user whose schedule it is. The
+command line is trusted: enabling or disabling a user's schedule here leaves it theirs. Exit
+codes: 0 done; 2 bad input (an invalid definition, an unknown schedule, a malformed time), and
+nothing was changed.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ class Command(JobWeaverCommand):
         )
         commands.required = True
         listing = commands.add_parser("list", help="every schedule, by name")
+        listing.add_argument("--owner", metavar="USERNAME", help="only this user's schedules")
         create = commands.add_parser("create", help="create a schedule")
         create.add_argument("name")
         rule = create.add_mutually_exclusive_group(required=True)
@@ -71,6 +75,9 @@ class Command(JobWeaverCommand):
         ):
             sub = commands.add_parser(name, help=text)
             sub.add_argument("name")
+            sub.add_argument(
+                "--owner", metavar="USERNAME", help="the user whose schedule it is (default: none)"
+            )
             subs.append(sub)
         fire = commands.add_parser("fire", help="submit the jobs of every due slot now")
         fire.add_argument("--now", help="ISO-8601 time with a zone to fire at (default: now)")
@@ -86,17 +93,17 @@ class Command(JobWeaverCommand):
         self.stdout.write(json.dumps(data, indent=2) if options["json"] else text)
 
     def _list(self, options) -> None:
-        schedules = schedule_list()
+        schedules = schedule_list(owner=options["owner"])
         rows = [schedule_to_dict(s) for s in schedules]
-        lines = [f"{'NAME':30}  {'ENABLED':7}  {'NEXT RUN':24}  WHEN"] + [
-            f"{s.name:30}  {'yes' if s.enabled else 'no':7}  {iso(s.next_run_at) or '-':24}  "
-            f"{s.when}"
-            for s in schedules
+        lines = [f"{'NAME':30}  {'OWNER':16}  {'ENABLED':7}  {'NEXT RUN':24}  WHEN"] + [
+            f"{row['name']:30}  {row['owner'] or '-':16}  {'yes' if row['enabled'] else 'no':7}  "
+            f"{row['nextRunAt'] or '-':24}  {s.when}"
+            for s, row in zip(schedules, rows, strict=True)
         ]
         self._print(options, rows, "\n".join(lines) if schedules else "no schedules")
 
     def _show(self, options) -> None:
-        schedule = schedule_get(name=options["name"])
+        schedule = schedule_get(name=options["name"], owner=options["owner"])
         self._print(options, schedule_to_dict(schedule), _describe(schedule_to_dict(schedule)))
 
     def _create(self, options) -> None:
@@ -122,15 +129,15 @@ class Command(JobWeaverCommand):
         self._print(options, data, f"schedule {schedule.name} created\n{_describe(data)}")
 
     def _enable(self, options) -> None:
-        data = schedule_to_dict(schedule_enable(name=options["name"]))
+        data = schedule_to_dict(schedule_enable(name=options["name"], owner=options["owner"]))
         self._print(options, data, f"schedule {data['name']} enabled, next run {data['nextRunAt']}")
 
     def _disable(self, options) -> None:
-        data = schedule_to_dict(schedule_disable(name=options["name"]))
+        data = schedule_to_dict(schedule_disable(name=options["name"], owner=options["owner"]))
         self._print(options, data, f"schedule {data['name']} disabled")
 
     def _delete(self, options) -> None:
-        schedule_delete(name=options["name"])
+        schedule_delete(name=options["name"], owner=options["owner"])
         self._print(options, {"deleted": options["name"]}, f"schedule {options['name']} deleted")
 
     def _fire(self, options) -> None:
@@ -190,6 +197,7 @@ def _describe(data: dict) -> str:
         [
             f"schedule {data['name']}: {when}, misfire {data['misfirePolicy']}, "
             f"{'enabled' if data['enabled'] else 'disabled'}",
+            f"  owner        {data['owner'] or '- (trusted: command line or code)'}",
             f"  next run     {data['nextRunAt'] or '-'}",
             f"  last slot    {data['lastSlotAt'] or '-'} (job {data['lastJobId'] or '-'})",
             f"  last error   {data['lastError'] or '-'}",

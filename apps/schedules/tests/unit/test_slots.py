@@ -15,6 +15,7 @@ from jobweaver.schedules.slots import (
     CronRule,
     IntervalRule,
     InvalidRule,
+    closest_slots_seconds,
     first_slot,
     next_slot,
     plan_firing,
@@ -243,6 +244,22 @@ def test_bad_cron_rules_are_refused(expression, time_zone, reason):
 def test_bad_intervals_are_refused(seconds):
     with pytest.raises(InvalidRule, match="intervalSeconds"):
         IntervalRule(seconds)
+
+
+@pytest.mark.parametrize(
+    ("rule", "seconds"),
+    [
+        (IntervalRule(45), 45),
+        (CronRule("* * * * *"), 60),
+        (CronRule("*/5 * * * *"), 300),
+        (CronRule("0,1 3 * * *", "Europe/Berlin"), 60),  # a burst once a day
+        (CronRule("0-59 3 1 1 *"), 60),  # a burst once a year, months away
+        (CronRule("0 3 * * *"), 86400),
+        (CronRule("0 0 29 2 *"), 4 * 365.25 * 86400),  # leap days only
+    ],
+)
+def test_the_closest_slots_of_a_rule(rule, seconds):
+    assert closest_slots_seconds(rule, after=utc(2026, 3, 1)) == seconds
 
 
 def test_slot_keys_are_per_schedule_and_slot():
