@@ -351,7 +351,14 @@ def executions_start(
     with connection.cursor() as cursor:
         cursor.execute(
             _start_many_sql(transition.name),
-            [json.dumps(document), executor_id, lease, [d[0] for d in deliveries], list(serves)],
+            [
+                json.dumps(document),
+                executor_id,
+                lease,
+                [d[0] for d in deliveries],
+                [str(status) for status in sorted(transition.sources)],
+                list(serves),
+            ],
         )
         rows = cursor.fetchall()
     started = {}
@@ -374,12 +381,15 @@ def _start_many_sql(name: str) -> str:
         f"moved AS (UPDATE {table} e SET {_moving(transition, 'clock.now')}, "
         "started_at = clock.now, worker_id = %s, attempt_count = e.attempt_count + 1, "
         "lease_expires_at = clock.now + %s "
-        # The job ids again as an array: an index probe per id (the unique job_id index). Joined
-        # to the batch alone (which the planner guesses at 100 rows), it hashed the batch and
-        # scanned jw_execution_live_leases whole, dead entries included (bench/NOTES.md).
+        # The job ids again as an array, the from-states as a parameter and the token compared
+        # by a non-strict operator (the batch's tokens are never null): then no partial index
+        # of DISPATCHED/RUNNING rows or of live tokens is provably usable, and the one plan is
+        # an index probe per id (the unique job_id index). Otherwise the prepared statement's
+        # generic plan scanned jw_execution_live_leases or jw_execution_live_token whole,
+        # dead entries included, every time (bench/NOTES.md).
         "FROM clock, batch b WHERE e.job_id = ANY(%s::uuid[]) "
-        "AND e.job_id = b.job_id AND e.current_event_id = b.event_id "
-        f"AND e.status IN ({_statuses(transition.sources)}) AND e.queue_name = ANY(%s) "
+        "AND e.job_id = b.job_id AND e.current_event_id IS NOT DISTINCT FROM b.event_id "
+        "AND e.status = ANY(%s::varchar[]) AND e.queue_name = ANY(%s) "
         f"RETURNING {_execution_columns('e')}, clock.now AS db_now)",
         f"opened AS ({attempts.open_many_step()})",
     ]
@@ -463,7 +473,8 @@ def executions_complete(transition: Transition, *, completions: list[dict]) -> l
     with connection.cursor() as cursor:
         job_ids = [c["job_id"] for c in completions]
         cursor.execute(
-            _complete_many_sql(transition.name), [json.dumps(document), job_ids, *events]
+            _complete_many_sql(transition.name),
+            [json.dumps(document), job_ids, [str(s) for s in sorted(transition.sources)], *events],
         )
         return [job_id for job_id, *_ in cursor.fetchall()]
 
@@ -491,12 +502,15 @@ def _complete_many_sql(name: str) -> str:
         # never hold the same row; the rescue and the cancels skip or take one row at a time.
         f"moved AS (UPDATE {table} e SET {_moving(transition, 'clock.now')}, "
         f"{_COMPLETED_ASSIGNMENTS} "
-        # The job ids again as an array: an index probe per id (the unique job_id index). Joined
-        # to the batch alone (which the planner guesses at 100 rows), it hashed the batch and
-        # scanned jw_execution_live_leases whole, dead entries included (bench/NOTES.md).
+        # The job ids again as an array, the from-states as a parameter and the token compared
+        # by a non-strict operator (the batch's tokens are never null): then no partial index
+        # of DISPATCHED/RUNNING rows or of live tokens is provably usable, and the one plan is
+        # an index probe per id (the unique job_id index). Otherwise the prepared statement's
+        # generic plan scanned jw_execution_live_leases or jw_execution_live_token whole,
+        # dead entries included, every time (bench/NOTES.md).
         "FROM clock, batch b WHERE e.job_id = ANY(%s::uuid[]) "
-        "AND e.job_id = b.job_id AND e.current_event_id = b.event_id "
-        f"AND e.status IN ({_statuses(transition.sources)}) "
+        "AND e.job_id = b.job_id AND e.current_event_id IS NOT DISTINCT FROM b.event_id "
+        "AND e.status = ANY(%s::varchar[]) "
         "RETURNING e.job_id, e.current_event_id, e.attempt_count, clock.now AS db_now)",
         *(f"event{index} AS ({sql})" for index, sql in enumerate(events)),
         f"closed AS (UPDATE {attempts_table} a SET outcome = '{AttemptOutcome.SUCCESS}', "
