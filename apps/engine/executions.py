@@ -37,7 +37,7 @@ from jobweaver.conf import settings
 from jobweaver.core import metrics
 from jobweaver.core.db import assert_in_transaction, seconds
 from jobweaver.core.errors import InvalidStateTransition, JobNotFound
-from jobweaver.engine import events, ledger, workflows
+from jobweaver.engine import claim, events, ledger, workflows
 from jobweaver.engine.ledger import NOTHING_REPORTED, AttemptReport
 from jobweaver.engine.mover import (
     events_written,
@@ -64,9 +64,11 @@ WORKER, RESCUER, OPERATOR = Actor.WORKER, Actor.RESCUER, Actor.OPERATOR
 def executions_create(*, jobs: list, waiting: list[uuid.UUID] = ()) -> list[JobExecution]:
     """The PENDING executions of newly inserted jobs, in their order, each due at its `run_at`
     or at once (database clock), and their JobCreated events: inside the submit transaction.
-    The jobs in `waiting` (a workflow's jobs with dependencies, §16) are WAITING instead."""
+    The jobs in `waiting` (a workflow's jobs with dependencies, §16) are WAITING instead.
+    Each execution's concurrency key is its job's scoped to the owner, or shared under a
+    global limit (claim.execution_keys)."""
     assert_in_transaction("executions_create")
-    executions = execution_rows.executions_insert(jobs, waiting)
+    executions = execution_rows.executions_insert(jobs, claim.execution_keys(jobs), waiting)
     event_rows.events_insert_many(
         topic=events.JOB_CREATED.topic,
         rows=[
@@ -583,8 +585,14 @@ def execution_retry(*, job_id: uuid.UUID) -> JobExecution:
             **({"last_error": ""} if waits else {}),
         },
     )
-    if workflow_id is not None:
-        workflows.job_reopened(workflow_id, job_id, was=was)
+    reopened = (
+        workflows.job_reopened(workflow_id, job_id, was=was) if workflow_id is not None else []
+    )
+    if moved.concurrency_key is not None or reopened:
+        # Their keys have the form of when they finished; the limits may have changed since
+        # (a global limit set or removed): they wait with today's (claim.executions_rekey).
+        rekeyed = claim.executions_rekey(job_ids=[job_id, *reopened])
+        moved.concurrency_key = rekeyed.get(job_id, moved.concurrency_key)
     return moved
 
 

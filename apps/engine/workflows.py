@@ -95,12 +95,14 @@ def jobs_settled(workflow_id: uuid.UUID, settled: dict[uuid.UUID, str], *, actor
 
 def job_reopened(
     workflow_id: uuid.UUID, job_id: uuid.UUID, *, was: str, actor: Actor = Actor.OPERATOR
-) -> None:
+) -> list[uuid.UUID]:
     """An operator's retry moved a finished job of the workflow back (to PENDING or WAITING):
     the jobs its failure cancelled wait again (down the graph), the dependents that had counted
-    it as settled count it again, and the workflow runs again."""
+    it as settled count it again, and the workflow runs again. Returns the jobs brought back
+    with it."""
     assert_in_transaction("job_reopened")
     reopened = 1
+    brought_back: list[uuid.UUID] = []
     frontier = [job_id]
     while frontier:
         # A failure or cancel had settled it for the dependents that ignore failed ones.
@@ -120,7 +122,9 @@ def job_reopened(
         )
         workflow_rows.nodes_cancelled_by(dict.fromkeys(frontier))
         reopened += len(frontier)
+        brought_back += frontier
     _count(workflow_id, unfinished=reopened, failed=-1 if was == S.FAILED else 0, reopen=True)
+    return brought_back
 
 
 def waits_again(job_id: uuid.UUID) -> bool:

@@ -50,6 +50,10 @@ class JobExecutionAdmin(ExactSearchMixin, ReadOnlyAdmin):
     exact_trace_field = "job__trace_id"
     show_full_result_count = False
     ordering = ["-updated_at"]
+    # The execution's key is scoped to its owner (apps/engine/keys.py): shown as the user gave
+    # it, which is its job's.
+    exclude = ["concurrency_key"]
+    readonly_fields = ["key"]
 
     def get_queryset(self, request):
         """The executions of one's own jobs, or everyone's with jobs.view_all_jobs (§17)."""
@@ -61,6 +65,10 @@ class JobExecutionAdmin(ExactSearchMixin, ReadOnlyAdmin):
     @admin.display(description="retries used")
     def retries(self, execution: JobExecution) -> str:
         return f"{execution.retry_count} / {execution.max_retries}"
+
+    @admin.display(description="concurrency key")
+    def key(self, execution: JobExecution) -> str | None:
+        return execution.job.concurrency_key
 
 
 # --- pauses and concurrency limits --------------------------------------------------------------
@@ -153,12 +161,15 @@ class PauseAdmin(ChangedByOnePermission):
 class ConcurrencyLimitForm(forms.ModelForm):
     class Meta:
         model = ConcurrencyLimit
-        fields = ["pattern", "max_running", "max_per_second"]
+        fields = ["pattern", "max_running", "max_per_second", "is_global"]
         help_texts = {
             "pattern": "a concurrency key, or a pattern where * matches any run of characters; "
-            "the most specific (longest) matching pattern applies to a key",
+            "the most specific (longest) matching pattern applies to a key (of two as long, "
+            "the global one)",
             "max_running": "at most this many of one key's jobs dispatched or running at once",
             "max_per_second": "at most this many of one key's jobs sent in any one second",
+            "is_global": "every owner's jobs of a key count as one key; unticked, each owner's "
+            "jobs of a key count on their own",
         }
 
     def clean(self):
@@ -169,6 +180,7 @@ class ConcurrencyLimitForm(forms.ModelForm):
                     pattern=cleaned.get("pattern") or self.instance.pattern,
                     max_running=cleaned.get("max_running"),
                     max_per_second=cleaned.get("max_per_second"),
+                    is_global=bool(cleaned.get("is_global")),
                 )
             except InvalidRequest as error:
                 raise _form_error(error) from None
@@ -181,7 +193,8 @@ class ConcurrencyLimitAdmin(ChangedByOnePermission):
     pattern is the limit's name: to change it, add the new one and delete the old."""
 
     form = ConcurrencyLimitForm
-    list_display = ["pattern", "max_running", "max_per_second", "updated_at"]
+    list_display = ["pattern", "max_running", "max_per_second", "is_global", "updated_at"]
+    list_filter = ["is_global"]
     search_fields = ["pattern"]
 
     def get_readonly_fields(self, request: HttpRequest, obj=None):
@@ -191,7 +204,10 @@ class ConcurrencyLimitAdmin(ChangedByOnePermission):
 
     def save_model(self, request: HttpRequest, obj: ConcurrencyLimit, form, change: bool) -> None:
         limit, _ = concurrency_limit_set(
-            pattern=obj.pattern, max_running=obj.max_running, max_per_second=obj.max_per_second
+            pattern=obj.pattern,
+            max_running=obj.max_running,
+            max_per_second=obj.max_per_second,
+            is_global=obj.is_global,
         )
         obj.pk, obj.updated_at = limit.pk, limit.updated_at
         obj._state.adding = False

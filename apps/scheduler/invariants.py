@@ -24,6 +24,10 @@ fault they inject. The invariants:
 - `workflow_counts` (§16): a workflow's counts are its jobs' (unfinished, FAILED); it is
   RUNNING exactly while one is unfinished, and a finished one's last WorkflowFinished event
   says its status.
+- `key_scope` (§17): an execution's concurrency key is its job's, scoped
+  (apps/engine/keys.py): to its owner, or shared (no owner part); an unfinished one's is
+  shared exactly when the job has no owner or the key's most specific limit is global, so the
+  limits count it as they say.
 
 This module reads the tables of all apps (jobs, executions, attempts, outbox) directly: it is
 an auditor that must see the rows as they are stored, not as the services present them. The
@@ -61,10 +65,17 @@ from django.utils import timezone
 from jobweaver.conf import settings
 from jobweaver.core.kafka import JOB_CREATED, JOB_DEAD_LETTER, JOB_FAILED, WORKFLOW_FINISHED
 from jobweaver.core.timeutil import iso
+from jobweaver.engine import keys
+from jobweaver.engine.claim.rules import Limit, shared_by_limits
 from jobweaver.executor.models import AttemptOutcome, ExecutionAttempt
 from jobweaver.jobs.models import Job
 from jobweaver.outbox.models import OutboxEvent
-from jobweaver.scheduler.models import TERMINAL_STATUSES, ExecutionStatus, JobExecution
+from jobweaver.scheduler.models import (
+    TERMINAL_STATUSES,
+    ConcurrencyLimit,
+    ExecutionStatus,
+    JobExecution,
+)
 from jobweaver.workflows.models import Dependency, Node, Workflow, WorkflowStatus
 
 # Beyond one rescue interval: beat's own lateness and the time a rescue batch takes.
@@ -138,6 +149,7 @@ def _check_all(scope: _Scope, *, now: datetime, slack_seconds: float) -> list[Vi
         *_dead_letter_once(scope, executions),
         *_workflow_order(scope),
         *_workflow_counts(scope),
+        *_key_scope(scope),
     ]
 
 
@@ -449,3 +461,40 @@ def _workflow_counts(scope: _Scope) -> list[Violation]:
             for problem in problems
         ]
     return violations
+
+
+def _key_scope(scope: _Scope) -> list[Violation]:
+    limits = [
+        Limit(pattern, None, None, is_global)
+        for pattern, is_global in ConcurrencyLimit.objects.values_list("pattern", "is_global")
+    ]
+    keyed = (
+        JobExecution.objects.filter(job_id__in=scope.jobs().values("id"))
+        .filter(Q(concurrency_key__isnull=False) | Q(job__concurrency_key__isnull=False))
+        .values_list(
+            "job_id", "status", "concurrency_key", "submitted_by_id", "job__concurrency_key"
+        )
+        .order_by("job_id")
+    )
+    return [
+        Violation("key_scope", str(job_id), problem)
+        for job_id, *row in keyed
+        if (problem := _key_problem(*row, limits=limits)) is not None
+    ]
+
+
+def _key_problem(status, stored, owner_id, key, *, limits: list[Limit]) -> str | None:
+    if stored is None or key is None or keys.user_key(stored) != key:
+        return f"key {stored!r}, its job's {key!r}"
+    if owner_id is None:
+        # No owner (shared), or a deleted one, whose jobs keep the owner part they had.
+        return None
+    if stored.partition(keys.SEPARATOR)[0] not in ("", str(owner_id)):
+        return f"key {stored!r} of owner {owner_id}"
+    if status in TERMINAL_STATUSES:
+        return None  # keeps the form it ran with until an operator retries it
+    shared = shared_by_limits(key, limits)
+    if keys.is_shared(stored) != shared:
+        should = "shared" if shared else "its owner's"
+        return f"{status} with key {stored!r}: the limits make it {should}"
+    return None

@@ -61,7 +61,9 @@ class JobExecution(models.Model):
     # it reads without a join (apps/engine/claim/rules.py).
     queue_name = models.CharField(max_length=100, default="default")
     job_type = models.CharField(max_length=32, default="SIMULATION")
-    concurrency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    # Scoped to the job's owner, or shared by every owner under a global limit (§17): the
+    # form is apps/engine/keys.py's; the job's `concurrency_key` is the user's text.
+    concurrency_key = models.CharField(max_length=300, null=True, blank=True)  # noqa: DJ001
     # A waiting execution whose key is at its limit, taken out of the dispatch claim's line
     # until the key has room again (apps/engine/claim/rules.py): its status stays PENDING, its
     # place in line is kept. Meaningful only while PENDING.
@@ -136,6 +138,14 @@ class JobExecution(models.Model):
                 "lease_expires_at",
                 name="jw_execution_live_leases",
                 condition=models.Q(status__in=["DISPATCHED", "RUNNING"]),
+            ),
+            # Per-key limits: a workflow's keyed jobs waiting for their dependencies, which a
+            # change of a limit's scope re-keys with the rest of the unfinished work (the
+            # engine's executions_rekey reads each of these partial indexes, never the history).
+            models.Index(
+                "concurrency_key",
+                name="jw_execution_key_waiting",
+                condition=models.Q(status="WAITING", concurrency_key__isnull=False),
             ),
             # Per-key limits: the work in flight of a key, and its recent dispatches.
             models.Index(
@@ -228,11 +238,21 @@ class ConcurrencyLimit(models.Model):
     characters): at most `max_running` of a key's jobs dispatched or running at once, at most
     `max_per_second` of them sent in any one second. Enforced by the dispatcher across all
     executors; over-limit work waits in PostgreSQL. The most specific (longest) matching
-    pattern wins."""
+    pattern wins; of two as long, the global one.
+
+    Keys are per owner (§17): each owner's key is counted on its own (alice's "customer-42"
+    and bob's each get the limit), jobs enqueued from code count as one more owner. A global
+    limit (`is_global`, an operator's choice) counts every owner's jobs of a key as one."""
 
     pattern = models.CharField(max_length=255, unique=True)
     max_running = models.PositiveIntegerField(null=True, blank=True)
     max_per_second = models.PositiveIntegerField(null=True, blank=True)
+    is_global = models.BooleanField(
+        "global",
+        default=False,
+        db_default=False,
+        help_text="every owner's jobs of a key count as one key (otherwise each owner's alone)",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -104,6 +104,7 @@ def limit_to_dict(limit: ConcurrencyLimit) -> dict:
         "pattern": limit.pattern,
         "maxRunning": limit.max_running,
         "maxPerSecond": limit.max_per_second,
+        "global": limit.is_global,
         "updatedAt": iso(limit.updated_at),
     }
 

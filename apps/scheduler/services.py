@@ -125,39 +125,72 @@ def _limit_value(value, field: str) -> int | None:
 
 
 def concurrency_limit_check(
-    *, pattern, max_running, max_per_second
-) -> tuple[str, int | None, int | None]:
+    *, pattern, max_running, max_per_second, is_global=False
+) -> tuple[str, int | None, int | None, bool]:
     """The checks of `concurrency_limit_set` without writing anything (for a form to show its
-    errors before saving): the (pattern, max_running, max_per_second), or InvalidRequest."""
+    errors before saving): the (pattern, max_running, max_per_second, is_global), or
+    InvalidRequest."""
     pattern = checked_key(pattern, "pattern")
     max_running = _limit_value(max_running, "maxRunning")
     max_per_second = _limit_value(max_per_second, "maxPerSecond")
     if max_running is None and max_per_second is None:
         raise InvalidRequest("a limit needs maxRunning, maxPerSecond or both")
-    return pattern, max_running, max_per_second
+    if not isinstance(is_global, bool):
+        raise InvalidRequest("global must be true or false")
+    return pattern, max_running, max_per_second, is_global
 
 
 @transaction.atomic
 def concurrency_limit_set(
-    *, pattern: str, max_running: int | None, max_per_second: int | None
+    *,
+    pattern: str,
+    max_running: int | None,
+    max_per_second: int | None,
+    is_global: bool = False,
 ) -> tuple[ConcurrencyLimit, bool]:
     """Create or replace the limit for keys matching `pattern` (`*` matches any run of
-    characters); returns it and whether it is new. Applies from the next dispatch on."""
-    pattern, max_running, max_per_second = concurrency_limit_check(
-        pattern=pattern, max_running=max_running, max_per_second=max_per_second
+    characters); returns it and whether it is new. Applies from the next dispatch on.
+
+    Per owner (the default), each owner's key counts on its own; `is_global`, every owner's
+    jobs of a key count as one (§17: an operator's choice). A change of scope re-keys the
+    waiting and running work it concerns in this transaction (claim.executions_rekey), so the
+    limit holds for work submitted before it too."""
+    pattern, max_running, max_per_second, is_global = concurrency_limit_check(
+        pattern=pattern,
+        max_running=max_running,
+        max_per_second=max_per_second,
+        is_global=is_global,
     )
+    claim.limits_lock()
+    scopes = dict(ConcurrencyLimit.objects.values_list("pattern", "is_global"))
     limit, created = ConcurrencyLimit.objects.update_or_create(
-        pattern=pattern, defaults={"max_running": max_running, "max_per_second": max_per_second}
+        pattern=pattern,
+        defaults={
+            "max_running": max_running,
+            "max_per_second": max_per_second,
+            "is_global": is_global,
+        },
     )
+    # Which limit decides a key's scope changes only with a new pattern or a new scope, and
+    # only matters while some limit is global (otherwise every key is its owner's).
+    if scopes.get(pattern) is not is_global and (is_global or any(scopes.values())):
+        claim.executions_rekey(pattern=pattern)
     claim.notify_dispatch()  # a raised limit lets waiting work go at once
     return limit, created
 
 
 @transaction.atomic
 def concurrency_limit_delete(*, pattern: str) -> bool:
-    """Remove the limit of `pattern`; False when there was none."""
-    deleted, _ = ConcurrencyLimit.objects.filter(pattern=checked_key(pattern, "pattern")).delete()
+    """Remove the limit of `pattern`; False when there was none. While a limit is global, the
+    work it concerns is re-keyed in this transaction (a global limit gone, each owner's key is
+    their own again)."""
+    pattern = checked_key(pattern, "pattern")
+    claim.limits_lock()
+    any_global = ConcurrencyLimit.objects.filter(is_global=True).exists()
+    deleted, _ = ConcurrencyLimit.objects.filter(pattern=pattern).delete()
     if deleted:
+        if any_global:
+            claim.executions_rekey(pattern=pattern)
         claim.notify_dispatch()
     return bool(deleted)
 

@@ -27,7 +27,7 @@ def controls():
     queue_pause(scope="QUEUE", name="emails", reason="smtp provider down", paused_by="anna")
     queue_pause(scope="JOB_TYPE", name="TASK", paused_by="bob")
     concurrency_limit_set(pattern="customer-*", max_running=2, max_per_second=None)
-    concurrency_limit_set(pattern="burst", max_running=None, max_per_second=5)
+    concurrency_limit_set(pattern="burst", max_running=None, max_per_second=5, is_global=True)
 
 
 def test_the_page_shows_pauses_and_limits_with_resume_buttons(admin_client, controls):
@@ -48,6 +48,8 @@ def test_the_page_shows_pauses_and_limits_with_resume_buttons(admin_client, cont
     ):
         assert expected in content, expected
     assert content.count('value="Resume"') == 2
+    # Each limit's scope: customer-* per owner, burst global.
+    assert "<td>per owner</td>" in content and "<td>global</td>" in content
 
 
 def test_nothing_paused_says_so(admin_client):
@@ -66,6 +68,7 @@ def test_the_live_json_carries_pauses_and_limits(admin_client, controls):
     assert emails["pausedAt"].endswith("Z")
     limits = {item["pattern"]: item for item in live["figures"]["limits"]}
     assert (limits["customer-*"]["maxRunning"], limits["burst"]["maxPerSecond"]) == (2, 5)
+    assert (limits["customer-*"]["global"], limits["burst"]["global"]) == (False, True)
     assert "smtp provider down" in live["html"] and 'value="Resume"' in live["html"]
 
 

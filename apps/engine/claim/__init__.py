@@ -6,6 +6,10 @@ here the claim itself — PENDING → DISPATCHED for the best due rows within th
 rules — with the set-aside and put-back that keep keys at their limit out of the claim's line.
 `queues` (a cap per queue and the share of each queue in a pool's credits). Every move goes
 through the engine's mover (transitions "dispatch", "set_aside", "put_back").
+
+The keys the claim counts are scoped to their job's owner, or shared by every owner under a
+global limit (apps/engine/keys.py): `execution_keys` scopes a submit's keys, `limits_lock`
+and `executions_rekey` keep the stored keys in that form when the limits change.
 """
 
 from __future__ import annotations
@@ -17,11 +21,13 @@ from typing import NamedTuple
 
 from jobweaver.conf import settings
 from jobweaver.core.db import assert_in_transaction
+from jobweaver.engine.claim import rules as claim_rules
 from jobweaver.engine.claim.queues import Share
-from jobweaver.engine.claim.rules import NO_RULES, DispatchRules
+from jobweaver.engine.claim.rules import NO_RULES, DispatchRules, Limit
 from jobweaver.engine.mover import move_set
 from jobweaver.engine.store import claim as claim_rows
 from jobweaver.engine.store import executions as execution_rows
+from jobweaver.engine.store import keys as key_rows
 from jobweaver.engine.transitions import Actor
 
 DISPATCH_CHANNEL = execution_rows.DISPATCH_CHANNEL
@@ -59,6 +65,62 @@ def lock_dispatch(*, planned: bool = False) -> None:
 def notify_dispatch() -> None:
     """Wake the dispatcher when this transaction commits (NOTIFY is transactional)."""
     execution_rows.notify_dispatch()
+
+
+# --- keys per owner, shared under a global limit (§17) ------------------------------------------
+
+
+def _key_scopes() -> list[Limit]:
+    """The limits as far as the form of keys goes (none unless one is global), read after
+    the key scopes lock, in a statement of its own (one that waited for the lock would read
+    the limits as they were before the change it waited for)."""
+    return [Limit(pattern, None, None, is_global) for pattern, is_global in key_rows.limit_scopes()]
+
+
+def execution_keys(jobs: list) -> list[str | None]:
+    """The scoped keys (apps/engine/keys.py) of new jobs' executions, in their order: inside
+    the submit transaction. Reads nothing when no job has a key; otherwise it takes the key
+    scopes lock (shared: submits never wait for each other) and reads the limits once, so a
+    change of the limits either sees this submit's executions and re-keys them, or is seen."""
+    if all(job.concurrency_key is None for job in jobs):
+        return [None] * len(jobs)
+    assert_in_transaction("execution_keys")
+    key_rows.key_scopes_lock(exclusive=False)
+    return claim_rules.scoped_keys(
+        [(job.submitted_by_id, job.concurrency_key) for job in jobs], _key_scopes()
+    )
+
+
+def limits_lock() -> None:
+    """Before the limits change: the key scopes lock, exclusive (the submits that read the
+    limits commit first, and those after read the new ones), then the dispatch lock (no
+    dispatch counts keys half re-keyed). Inside the change's transaction."""
+    assert_in_transaction("limits_lock")
+    key_rows.key_scopes_lock(exclusive=True)
+    claim_rows.lock_dispatch(planned=False)
+
+
+def executions_rekey(
+    *, pattern: str | None = None, job_ids: list[uuid.UUID] | None = None
+) -> dict[uuid.UUID, str]:
+    """The unfinished executions whose user's key matches `pattern` (after its limit was set,
+    changed scope or was removed, under `limits_lock`), or those of `job_ids` (an operator's
+    retry brought them back: the limits may have changed since they finished), take the form
+    of key the limits decide now: shared when the key's most specific limit is global, their
+    owner's otherwise. Returns the new keys of those that changed, by job id."""
+    assert_in_transaction("executions_rekey")
+    if job_ids is not None:
+        key_rows.key_scopes_lock(exclusive=False)
+    patterns, precedences, global_flags = claim_rules.sharing_patterns(_key_scopes())
+    return dict(
+        key_rows.executions_rekey(
+            patterns=patterns,
+            precedences=precedences,
+            global_flags=global_flags,
+            user_like=claim_rules.like_pattern(pattern) if pattern is not None else None,
+            job_ids=job_ids,
+        )
+    )
 
 
 def executions_claim(

@@ -5,6 +5,9 @@ not be sent now, whatever the credits:
 - a paused queue or job type (`Pause`): none of its waiting work is claimed;
 - a concurrency limit (`ConcurrencyLimit`), per key pattern: at most `max_running` of one key's
   jobs DISPATCHED or RUNNING at once, and at most `max_per_second` of them sent in any second;
+  a key is its owner's (two users' "customer-42" are two keys) unless its limit is global
+  (every owner's jobs of it are one key): the keys the claim reads are scoped so
+  (apps/engine/keys.py), and a limit's pattern matches them as its `key_pattern`;
 - the per-user running cap (§17, off by default): at most JOBWEAVER_MAX_RUNNING_JOBS_PER_USER of
   one user's jobs DISPATCHED or RUNNING at once, operators exempt; so one user's flood cannot
   take every slot.
@@ -33,13 +36,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from jobweaver.conf import settings
+from jobweaver.engine import keys
 from jobweaver.engine.store import claim as claim_rows
 from jobweaver.jobs.models import Job
 from jobweaver.scheduler.models import PauseScope
 
 # The window of `max_per_second`.
 RATE_WINDOW_SECONDS = 1.0
-# Precedence of an allowance computed for one key from its current use: above any pattern's.
+# Precedence of an allowance computed for one key from its current use: above any pattern's
+# (a pattern's is at most twice the column's 255 characters, plus one).
 EXACT_KEY_PRECEDENCE = 1_000_000
 # At most this many waiting rows of blocked keys are set aside by one dispatch (a flood is set
 # aside over a few dispatches, none of which holds the dispatch lock for long), and at most this
@@ -55,9 +60,23 @@ OPERATOR_PERMISSION = (Job._meta.app_label, "operate_all_jobs")
 
 @dataclass(frozen=True)
 class Limit:
+    """A ConcurrencyLimit: `pattern` is the user's (as set), matched against the executions'
+    scoped keys (jobweaver.engine.keys) as `key_pattern`: per owner, each owner's key on its
+    own; `is_global`, every owner's jobs of a key as one key."""
+
     pattern: str
     max_running: int | None
     max_per_second: int | None
+    is_global: bool = False
+
+    @property
+    def key_pattern(self) -> str:
+        return keys.key_pattern(self.pattern, is_global=self.is_global)
+
+    @property
+    def precedence(self) -> int:
+        """The most specific (longest) user pattern first; of two as long, the global one."""
+        return 2 * len(self.pattern) + int(self.is_global)
 
 
 @dataclass(frozen=True)
@@ -132,9 +151,37 @@ def like_pattern(pattern: str, *, exact: bool = False) -> str:
 
 
 def limit_for(key: str, limits: list[Limit]) -> Limit | None:
-    """The most specific (longest) limit pattern matching `key`; None: the key is unlimited."""
+    """The limit of an execution's (scoped) `key`: of the limits matching it, the one of the
+    highest precedence; None: the key is unlimited."""
+    matching = [limit for limit in limits if glob_matches(limit.key_pattern, key)]
+    return max(matching, key=lambda limit: limit.precedence, default=None)
+
+
+def shared_by_limits(key: str, limits: list[Limit]) -> bool:
+    """Whether the user's `key` is shared by all owners: the limit of the highest precedence
+    among those whose pattern matches it is global. Its executions then carry the shared form
+    (keys.scoped_key(…, shared=True)), which only then a global limit's pattern matches."""
     matching = [limit for limit in limits if glob_matches(limit.pattern, key)]
-    return max(matching, key=lambda limit: len(limit.pattern), default=None)
+    winner = max(matching, key=lambda limit: limit.precedence, default=None)
+    return winner is not None and winner.is_global
+
+
+def scoped_keys(owners_and_keys: list[tuple[int | None, str | None]], limits: list[Limit]):
+    """The keys executions carry for (owner id, the user's key or None) pairs, in order."""
+    return [
+        None if key is None else keys.scoped_key(owner, key, shared=shared_by_limits(key, limits))
+        for owner, key in owners_and_keys
+    ]
+
+
+def sharing_patterns(limits: list[Limit]) -> tuple[list[str], list[int], list[bool]]:
+    """What `shared_by_limits` decides from, for SQL: each limit's user pattern as a LIKE, its
+    precedence and whether it is global (a re-key's statement picks the first by precedence)."""
+    return (
+        [like_pattern(limit.pattern) for limit in limits],
+        [limit.precedence for limit in limits],
+        [limit.is_global for limit in limits],
+    )
 
 
 def _room(limit: Limit, running: int, recent: int) -> int | None:
@@ -154,7 +201,7 @@ def plan(
     limit, and the allowances: one per pattern for keys not busy now, one per busy key."""
     blocked: list[str] = []
     allowances = [
-        Allowance(like_pattern(limit.pattern), room, len(limit.pattern))
+        Allowance(like_pattern(limit.key_pattern), room, limit.precedence)
         for limit in limits
         if (room := _room(limit, 0, 0)) is not None
     ]
@@ -218,9 +265,9 @@ def dispatch_rules(rows: list | None = None) -> DispatchRules:
     job_types = tuple(name for scope, name, _, _ in rows if scope == PauseScope.JOB_TYPE)
     anything_aside = any(name for scope, name, _, _ in rows if scope == claim_rows.SET_ASIDE_SCOPE)
     limits = [
-        Limit(name, running, per_second)
+        Limit(name, running, per_second, scope == claim_rows.GLOBAL_LIMIT_SCOPE)
         for scope, name, running, per_second in rows
-        if scope is None
+        if scope in (None, claim_rows.GLOBAL_LIMIT_SCOPE)
     ]
     aside = claim_rows.keys_set_aside() if anything_aside else []
     rates = any(limit.max_per_second is not None for limit in limits)

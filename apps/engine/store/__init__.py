@@ -5,8 +5,9 @@ rest of the engine calls these functions with typed values and gets values back.
 `STATEMENTS` lists them (name -> description) for readers and for the test that holds every
 statement function to a description. Modules: `executions` (an execution's row: lock, save,
 insert, the fenced and set-based moves, leases), `attempts` (the attempt ledger's rows),
-`events` (outbox rows of domain events), `claim` (the dispatcher's claim and its rules) and
-`workflows` (a workflow's counts and the locks that keep them exact, §16).
+`events` (outbox rows of domain events), `claim` (the dispatcher's claim and its rules),
+`keys` (concurrency keys per owner or shared: their lock, the limits that decide, the re-key)
+and `workflows` (a workflow's counts and the locks that keep them exact, §16).
 """
 
 from __future__ import annotations

@@ -46,6 +46,8 @@ _IN_FLIGHT = (
 )
 # The scope of the rules query's rows that name a key with rows set aside (not a Pause scope).
 SET_ASIDE_SCOPE = "SET_ASIDE"
+# The scope of its rows of global limits (a per-owner limit's is NULL).
+GLOBAL_LIMIT_SCOPE = "GLOBAL_LIMIT"
 
 # Planner settings for the rest of a dispatch transaction (set_config(…, true) is local to it):
 # without bitmap scans, which cannot skip the dead index entries every job leaves behind, and
@@ -172,13 +174,15 @@ def _credits_sql(prefetch: int, ttl_seconds: float) -> str:
 @functools.lru_cache(maxsize=1)
 def rules_sql() -> str:
     """Rows of (scope, name, max_running, max_per_second) for the pauses, the limits (scope
-    NULL) and the first key with work set aside (scope SET_ASIDE; name NULL when none)."""
+    NULL per owner, GLOBAL_LIMIT global; name the user's pattern) and the first key with work
+    set aside (scope SET_ASIDE; name NULL when none)."""
     table = JobExecution._meta.db_table
     return f"""
         SELECT scope, name, NULL::int AS max_running, NULL::int AS max_per_second
         FROM {Pause._meta.db_table}
         UNION ALL
-        SELECT NULL, pattern, max_running, max_per_second
+        SELECT CASE WHEN is_global THEN '{GLOBAL_LIMIT_SCOPE}' END, pattern, max_running,
+            max_per_second
         FROM {ConcurrencyLimit._meta.db_table}
         UNION ALL
         SELECT '{SET_ASIDE_SCOPE}', ({_FIRST_KEY_SET_ASIDE.format(table=table, after="")}),

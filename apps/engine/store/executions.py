@@ -183,14 +183,15 @@ def executions_lock_expired(
 
 # --- the executions of submitted jobs ---------------------------------------------------------
 
-# What a new execution copies from its job: (field, the job's attribute, SQL array type).
+# What a new execution copies from its job: (field, the job's attribute, SQL array type); the
+# concurrency key (attribute None) is the job's scoped (apps/engine/keys.py), given apart.
 _COPIED_FROM_JOB = (
     ("job", "id", "uuid[]"),
     ("priority", "priority", "int[]"),
     ("max_retries", "max_retries", "int[]"),
     ("queue_name", "queue_name", "text[]"),
     ("job_type", "job_type", "text[]"),
-    ("concurrency_key", "concurrency_key", "text[]"),
+    ("concurrency_key", None, "text[]"),
     ("submitted_by", "submitted_by_id", "bigint[]"),
 )
 
@@ -236,16 +237,21 @@ def _insert_pending_sql() -> tuple[str, list]:
 
 
 @named("INSERT … SELECT the PENDING (or WAITING) executions of new jobs from arrays of values")
-def executions_insert(jobs: list, waiting: list[uuid.UUID] = ()) -> list[JobExecution]:
+def executions_insert(
+    jobs: list, concurrency_keys: list[str | None], waiting: list[uuid.UUID] = ()
+) -> list[JobExecution]:
     """In the jobs' order, due at each job's `run_at` or now (database clock), WAITING for the
-    jobs in `waiting` (a workflow's jobs with dependencies): a statement of twenty parameters
-    whatever the batch's size."""
+    jobs in `waiting` (a workflow's jobs with dependencies), each with its key of
+    `concurrency_keys`: a statement of twenty parameters whatever the batch's size."""
     sql, defaults = _insert_pending_sql()
     params = [
         list(waiting) if field is None else field.get_db_prep_save(field.get_default(), connection)
         for field in defaults
     ]
-    params += [[getattr(job, attribute) for job in jobs] for _, attribute, _ in _COPIED_FROM_JOB]
+    params += [
+        list(concurrency_keys) if attribute is None else [getattr(job, attribute) for job in jobs]
+        for _, attribute, _ in _COPIED_FROM_JOB
+    ]
     params.append([job.run_at for job in jobs])
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

@@ -6,7 +6,8 @@ camelCase, strict JSON). What they mean for dispatch: apps/engine/claim/rules.py
   POST   /api/pauses                    {"scope", "name", "reason"?} → 201 new, 200 already paused
   DELETE /api/pauses/{scope}/{name}     resume → 204; 404 when not paused
   GET    /api/limits                    {"limits": [...]}, by pattern
-  PUT    /api/limits/{pattern}          {"maxRunning"?, "maxPerSecond"?} → 201 new, 200 replaced
+  PUT    /api/limits/{pattern}          {"maxRunning"?, "maxPerSecond"?, "global"?} → 201 new,
+                                        200 replaced
   DELETE /api/limits/{pattern}          → 204; 404 when there is no such limit
   GET    /api/queues                    {"queues": [...]}, by name (ARCHITECTURE §15)
   PUT    /api/queues/{name}             {"maxRunning"?, "weight"?} → 200 with the queue
@@ -49,7 +50,7 @@ from jobweaver.scheduler.services import (
 CHANGE_PAUSE = ("jobweaver_scheduler.change_pause",)
 CHANGE_LIMIT = ("jobweaver_scheduler.change_concurrencylimit",)
 PAUSE_FIELDS = {"scope", "name", "reason"}
-LIMIT_FIELDS = {"maxRunning", "maxPerSecond"}
+LIMIT_FIELDS = {"maxRunning", "maxPerSecond", "global"}
 CHANGE_QUEUE = ("jobweaver_scheduler.change_queue",)
 QUEUE_FIELDS = {"maxRunning", "weight"}
 
@@ -149,7 +150,7 @@ class LimitDetailView(ControlView):
     @extend_schema(
         operation_id="limits_set",
         summary="Create or replace the limit of a key pattern; the most specific (longest) "
-        "matching pattern applies to a key, across all executors",
+        "matching pattern applies to a key, across all executors; per owner unless global",
         parameters=[schema.LIMIT_PATTERN],
         request=schema.LimitRequest,
         responses={
@@ -165,6 +166,7 @@ class LimitDetailView(ControlView):
             pattern=pattern,
             max_running=body.get("maxRunning"),
             max_per_second=body.get("maxPerSecond"),
+            is_global=body.get("global", False),
         )
         return Response(limit_to_dict(limit), status=201 if created else 200)
 

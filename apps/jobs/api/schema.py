@@ -367,17 +367,34 @@ def _limit_value(help_text: str):
     )
 
 
-class LimitRequest(serializers.Serializer):
-    """At least one of the two; a field left out or null sets no bound of that kind."""
+class _NamedGlobal:
+    """A serializer with a field named `global` (a Python keyword): declared as `global_`."""
+
+    def get_fields(self):
+        fields = super().get_fields()
+        fields["global"] = fields.pop("global_")
+        return fields
+
+
+LIMIT_GLOBAL_HELP = (
+    "false (the default): per owner, each owner's jobs of a key count on their own; true: "
+    "every owner's jobs of a key count as one key"
+)
+
+
+class LimitRequest(_NamedGlobal, serializers.Serializer):
+    """At least one of the two bounds; a field left out or null sets no bound of that kind."""
 
     maxRunning = _limit_value("at most this many of one key's jobs dispatched or running")
     maxPerSecond = _limit_value("at most this many of one key's jobs sent in any one second")
+    global_ = serializers.BooleanField(required=False, default=False, help_text=LIMIT_GLOBAL_HELP)
 
 
-class LimitDetail(serializers.Serializer):
+class LimitDetail(_NamedGlobal, serializers.Serializer):
     pattern = serializers.CharField()
     maxRunning = serializers.IntegerField(allow_null=True)
     maxPerSecond = serializers.IntegerField(allow_null=True)
+    global_ = serializers.BooleanField(help_text=LIMIT_GLOBAL_HELP)
     updatedAt = serializers.DateTimeField()
 
 

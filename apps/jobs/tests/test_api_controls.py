@@ -180,7 +180,8 @@ def test_set_replace_list_and_delete_a_limit_with_a_glob_pattern():
     assert [(item["pattern"], item["maxRunning"], item["maxPerSecond"]) for item in listed] == [
         ("customer-*", 5, 10)
     ]
-    assert set(listed[0]) == {"pattern", "maxRunning", "maxPerSecond", "updatedAt"}
+    assert set(listed[0]) == {"pattern", "maxRunning", "maxPerSecond", "global", "updatedAt"}
+    assert listed[0]["global"] is False  # per owner unless asked
 
     assert client.delete("/api/limits/customer-%2A").status_code == 204
     assert not ConcurrencyLimit.objects.exists()
@@ -203,6 +204,43 @@ def test_a_limit_set_through_the_api_caps_a_keys_dispatches():
     assert dispatch() == set()
 
 
+def test_a_limit_is_global_when_asked_and_per_owner_otherwise():
+    client = operator(LIMITER)
+
+    made = send(client, "PUT", "/api/limits/customer-*", {"maxRunning": 1, "global": True})
+    assert made.status_code == 201, made.content
+    assert made.json()["global"] is True
+    assert client.get("/api/limits").json()["limits"][0]["global"] is True
+    replaced = send(client, "PUT", "/api/limits/customer-*", {"maxRunning": 1})
+    assert (replaced.status_code, replaced.json()["global"]) == (200, False)
+    assert (
+        send(client, "PUT", "/api/limits/k", {"maxRunning": 1, "global": False}).json()["global"]
+        is False
+    )
+
+
+def test_two_tenants_with_the_same_key_each_get_their_limit_through_the_api():
+    """Issue 35: tenant B submitting tenant A's key neither takes A's slot nor waits for it;
+    each sees the key as they gave it."""
+    send(operator(LIMITER), "PUT", "/api/limits/customer-*", {"maxRunning": 1})
+    job = {
+        "jobType": "SIMULATION",
+        "payload": {"steps": [{"action": "LOG", "message": "x"}]},
+        "concurrencyKey": "customer-42",
+    }
+    tenants = [api_client(name) for name in ("tenant-a", "tenant-b")]
+    submitted = [
+        [tenant.post("/api/jobs", job, format="json").json()["jobId"] for _ in range(3)]
+        for tenant in tenants
+    ]
+
+    sent = {str(job_id) for job_id in dispatch()}
+
+    assert [len(sent & set(job_ids)) for job_ids in submitted] == [1, 1]
+    detail = tenants[1].get(f"/api/jobs/{submitted[1][0]}").json()
+    assert detail["concurrencyKey"] == "customer-42"
+
+
 @pytest.mark.parametrize(
     "raw",
     [
@@ -219,6 +257,9 @@ def test_a_limit_set_through_the_api_caps_a_keys_dispatches():
         "null",
         "{",
         '{"maxRunning": NaN}',
+        '{"maxRunning": 1, "global": "yes"}',
+        '{"maxRunning": 1, "global": null}',
+        '{"maxRunning": 1, "global": 1}',
     ],
 )
 def test_a_bad_limit_request_is_400_and_changes_nothing(raw):

@@ -10,6 +10,7 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
+from jobweaver.accounts.tests.helpers import make_user
 from jobweaver.executor.services import attempt_finish
 from jobweaver.jobs.management.commands.submit_job import Command
 from jobweaver.jobs.models import Job
@@ -42,6 +43,30 @@ def test_a_duplicate_returns_the_waiting_job_with_200_whatever_its_request():
     # Keys are per submitter, like idempotency keys.
     assert api_client("bob").post("/api/jobs", body(), format="json").status_code == 202
     assert Job.objects.count() == 2
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("scope", ["waiting", "active", "period"])
+def test_two_owners_with_the_same_unique_key_never_get_each_others_job(scope):
+    """§17, issue 35: unique keys are per owner, in every scope; code (no owner) is one more."""
+    alice, bob = make_user("alice"), make_user("bob")
+    period = {"uniqueForSeconds": 3600} if scope == "period" else {}
+    spec = parse_job_request(body("customer-42-sync", uniqueScope=scope, **period))
+
+    results = {owner: job_submit(spec=spec, submitted_by=owner) for owner in (alice, bob, None)}
+    again = {owner: job_submit(spec=spec, submitted_by=owner) for owner in (alice, bob, None)}
+
+    assert all(result.created for result in results.values())
+    assert len({result.job.id for result in results.values()}) == 3
+    assert {owner: result.job.submitted_by for owner, result in results.items()} == {
+        alice: alice,
+        bob: bob,
+        None: None,
+    }
+    # Each owner's own duplicate is found, and only theirs.
+    assert {owner: (r.created, r.job.id) for owner, r in again.items()} == {
+        owner: (False, result.job.id) for owner, result in results.items()
+    }
 
 
 @pytest.mark.django_db

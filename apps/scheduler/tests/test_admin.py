@@ -38,3 +38,20 @@ def test_executions_can_be_filtered_to_the_work_set_aside_by_a_limit(admin_clien
     assert str(job.id) not in admin_client.get(url, {"set_aside__exact": "1"}).content.decode()
     JobExecution.objects.filter(job=job).update(set_aside=True)
     assert str(job.id) in admin_client.get(url, {"set_aside__exact": "1"}).content.decode()
+
+
+def test_an_executions_page_shows_its_key_as_the_user_gave_it(admin_client, admin_user):
+    body = {
+        "jobType": "SIMULATION",
+        "payload": {"steps": [{"action": "LOG", "message": "x"}]},
+        "concurrencyKey": "customer-42",
+    }
+    job = job_submit(spec=parse_job_request(body), submitted_by=admin_user).job
+    execution = JobExecution.objects.get(job=job)
+    assert execution.concurrency_key == f"{admin_user.pk}\x1fcustomer-42"  # scoped to its owner
+
+    page = admin_client.get(f"/admin/jobweaver_scheduler/jobexecution/{execution.pk}/change/")
+
+    assert page.status_code == 200
+    content = page.content.decode()
+    assert "customer-42" in content and "\x1f" not in content

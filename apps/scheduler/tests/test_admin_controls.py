@@ -8,7 +8,15 @@ import pytest
 from django.urls import reverse
 
 from jobweaver.accounts.tests.helpers import make_user
-from jobweaver.scheduler.models import ConcurrencyLimit, ExecutionStatus, Pause, Queue
+from jobweaver.jobs.services import job_submit
+from jobweaver.jobs.validation import parse_job_request
+from jobweaver.scheduler.models import (
+    ConcurrencyLimit,
+    ExecutionStatus,
+    JobExecution,
+    Pause,
+    Queue,
+)
 from jobweaver.scheduler.services import concurrency_limit_set, queue_pause
 from jobweaver.scheduler.tests.factories import (
     dispatched,
@@ -127,6 +135,34 @@ def test_adding_and_changing_a_limit_goes_through_the_service(admin_client):
     assert changed.status_code == 302
     limit = ConcurrencyLimit.objects.get()  # the pattern is the limit's name: kept
     assert (limit.pattern, limit.max_running, limit.max_per_second) == ("tenant-*", None, 7)
+
+
+def test_a_limit_is_made_global_and_per_owner_again_through_the_service(admin_client):
+    alice, bob = (make_user(name) for name in ("alice", "bob"))
+    body = {"jobType": "SIMULATION", "payload": {"steps": [{"action": "LOG", "message": "x"}]}}
+    spec = parse_job_request({**body, "concurrencyKey": "tenant-1"})
+    jobs = [job_submit(spec=spec, submitted_by=user).job.id for user in (alice, bob)]
+
+    def keys() -> set[str]:
+        executions = JobExecution.objects.filter(job_id__in=jobs)
+        return set(executions.values_list("concurrency_key", flat=True))
+
+    added = admin_client.post(
+        ADD_LIMIT,
+        {"pattern": "tenant-*", "max_running": "1", "max_per_second": "", "is_global": "on"},
+    )
+    assert added.status_code == 302, added.content.decode()[:2000]
+    limit = ConcurrencyLimit.objects.get()
+    assert limit.is_global
+    assert keys() == {"\x1ftenant-1"}  # the waiting work now shares one key
+
+    changed = admin_client.post(
+        reverse("admin:jobweaver_scheduler_concurrencylimit_change", args=[limit.pk]),
+        {"max_running": "1", "max_per_second": ""},  # the box unticked: per owner
+    )
+    assert changed.status_code == 302
+    assert not ConcurrencyLimit.objects.get().is_global
+    assert keys() == {f"{alice.pk}\x1ftenant-1", f"{bob.pk}\x1ftenant-1"}
 
 
 def test_deleting_a_limit_removes_it(admin_client):

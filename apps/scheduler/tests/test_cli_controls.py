@@ -128,12 +128,19 @@ def test_set_replace_list_and_delete_a_limit(run):
 
     assert (created.code, created.out.strip()) == (
         0,
-        "set customer-*: max running 2, max per second -",
+        "set customer-*: max running 2, max per second -, per owner",
     )
-    assert replaced.out.strip() == "replaced customer-*: max running 3, max per second 10"
-    assert listed.out.strip() == "customer-*: max running 3, max per second 10"
+    assert (
+        replaced.out.strip() == "replaced customer-*: max running 3, max per second 10, per owner"
+    )
+    assert listed.out.strip() == "customer-*: max running 3, max per second 10, per owner"
     (item,) = json.loads(listed_json.out)
-    assert (item["pattern"], item["maxRunning"], item["maxPerSecond"]) == ("customer-*", 3, 10)
+    assert (item["pattern"], item["maxRunning"], item["maxPerSecond"], item["global"]) == (
+        "customer-*",
+        3,
+        10,
+        False,
+    )
 
     deleted = run(limits, "delete", "customer-*")
     assert (deleted.code, deleted.out.strip()) == (0, "deleted the limit of customer-*")
@@ -146,6 +153,25 @@ def test_set_json_says_whether_the_limit_is_new(run):
     first = json.loads(run(limits, "set", "k", "--max-per-second", "5", "--json").out)
     second = json.loads(run(limits, "set", "k", "--max-per-second", "6", "--json").out)
     assert (first["created"], second["created"], second["maxPerSecond"]) == (True, False, 6)
+
+
+def test_set_a_global_limit_and_list_it(run):
+    made = run(limits, "set", "customer-*", "--max-running", "1", "--global")
+    as_json = json.loads(run(limits, "set", "k", "--max-running", "1", "--global", "--json").out)
+
+    assert (made.code, made.out.strip()) == (
+        0,
+        "set customer-*: max running 1, max per second -, global",
+    )
+    assert as_json["global"] is True
+    assert run(limits, "list").out.strip().splitlines() == [
+        "customer-*: max running 1, max per second -, global",
+        "k: max running 1, max per second -, global",
+    ]
+    # Set again without --global, a limit is per owner (a set replaces the limit whole).
+    again = run(limits, "set", "k", "--max-running", "1")
+    assert again.out.strip() == "replaced k: max running 1, max per second -, per owner"
+    assert not ConcurrencyLimit.objects.get(pattern="k").is_global
 
 
 @pytest.mark.parametrize(

@@ -14,11 +14,14 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
+from jobweaver.accounts.tests.helpers import make_user
 from jobweaver.executor.models import ExecutionAttempt
+from jobweaver.jobs.services import job_submit
+from jobweaver.jobs.validation import parse_job_request
 from jobweaver.outbox.models import OutboxEvent
 from jobweaver.scheduler.invariants import Violation, check_invariants
 from jobweaver.scheduler.management.commands.check_invariants import Command
-from jobweaver.scheduler.models import JobExecution
+from jobweaver.scheduler.models import ConcurrencyLimit, JobExecution
 from jobweaver.scheduler.rescue import rescue_expired_leases
 from jobweaver.scheduler.services import execution_retry
 from jobweaver.scheduler.tests.factories import (
@@ -259,6 +262,32 @@ def test_a_dead_letter_event_for_an_attempt_that_did_not_fail_is_reported():
 
     assert found(job.id) == [
         ("dead_letter_once", "a dead-letter event for attempt 1, which did not fail")
+    ]
+
+
+def test_an_execution_key_that_is_not_its_jobs_scoped_key_is_reported():
+    alice = make_user("alice")
+    spec = parse_job_request(
+        {
+            "jobType": "SIMULATION",
+            "payload": {"steps": [{"action": "LOG", "message": "x"}]},
+            "concurrencyKey": "customer-1",
+        }
+    )
+    job = job_submit(spec=spec, submitted_by=alice).job
+    assert found(job.id) == []
+
+    # Another owner's key (a tenant's work counted under someone else's limit).
+    JobExecution.objects.filter(job_id=job.id).update(concurrency_key="999\x1fcustomer-1")
+    assert found(job.id) == [("key_scope", f"key '999\\x1fcustomer-1' of owner {alice.pk}")]
+    # Another key than the job's.
+    JobExecution.objects.filter(job_id=job.id).update(concurrency_key=f"{alice.pk}\x1fother")
+    assert found(job.id) == [("key_scope", f"key '{alice.pk}\\x1fother', its job's 'customer-1'")]
+    # Waiting with its owner's key under a global limit (set here without re-keying).
+    JobExecution.objects.filter(job_id=job.id).update(concurrency_key=f"{alice.pk}\x1fcustomer-1")
+    ConcurrencyLimit.objects.create(pattern="customer-*", max_running=1, is_global=True)
+    assert found(job.id) == [
+        ("key_scope", f"PENDING with key '{alice.pk}\\x1fcustomer-1': the limits make it shared")
     ]
 
 

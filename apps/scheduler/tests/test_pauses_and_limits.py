@@ -16,6 +16,7 @@ from django.db import transaction
 from jobweaver.core.errors import InvalidRequest
 from jobweaver.engine import claim
 from jobweaver.engine.claim import rules as limits
+from jobweaver.engine.keys import scoped_key
 from jobweaver.engine.store import claim as claim_rows
 from jobweaver.executor.services import attempt_finish, attempt_start
 from jobweaver.jobs.services import job_submit
@@ -55,6 +56,12 @@ def finish(job_id: uuid.UUID) -> None:
 
 def no_violations():
     assert check_invariants() == []
+
+
+def server_key(key: str) -> str:
+    """The key an execution of a job without an owner carries (apps/engine/keys.py): these
+    tests submit as code does, with the server's authority."""
+    return scoped_key(None, key)
 
 
 # --- pause and resume ---------------------------------------------------------------------------
@@ -300,7 +307,8 @@ def test_a_key_at_its_limit_does_not_hold_back_lower_priority_work():
     # The first batch's scan is full of the hog's rows, one is taken; from then on the hog is
     # left out of the scan and the others go.
     assert others <= first | second
-    assert len(JobExecution.objects.filter(concurrency_key="hog", status="DISPATCHED")) == 1
+    hog = server_key("hog")
+    assert len(JobExecution.objects.filter(concurrency_key=hog, status="DISPATCHED")) == 1
 
 
 def test_removing_a_limit_releases_the_waiting_work():
@@ -374,7 +382,7 @@ def test_a_key_with_room_gets_back_only_what_its_room_lacks_in_line():
     assert dispatch() == {first}
     assert set_aside(older) == set(older)
     finish(first)
-    room = limits.DispatchRules(put_back=(("k", 1),))
+    room = limits.DispatchRules(put_back=((server_key("k"), 1),))
 
     with transaction.atomic():
         assert claim.executions_put_back(room) == 1
@@ -415,10 +423,10 @@ def test_a_dispatch_sets_aside_only_for_blocked_keys_with_work_in_line(rate):
         with transaction.atomic():
             return limits.dispatch_rules()
 
-    assert rules().blocked_keys == ("busy",)
+    assert rules().blocked_keys == (server_key("busy"),)
     assert rules().set_aside_now == ()  # nothing of it waits in line: no set-aside statement
     waiting = submitted_job(concurrencyKey="busy").id
-    assert rules().set_aside_now == ("busy",)
+    assert rules().set_aside_now == (server_key("busy"),)
     assert dispatch() == set()
     assert set_aside([waiting]) == {waiting}
     assert rules().set_aside_now == ()

@@ -46,4 +46,5 @@ def pause_line(pause: Pause) -> str:
 def limit_line(limit: ConcurrencyLimit) -> str:
     running = limit.max_running if limit.max_running is not None else "-"
     per_second = limit.max_per_second if limit.max_per_second is not None else "-"
-    return f"{limit.pattern}: max running {running}, max per second {per_second}"
+    scope = "global" if limit.is_global else "per owner"
+    return f"{limit.pattern}: max running {running}, max per second {per_second}, {scope}"

@@ -2,12 +2,14 @@
 (apps/engine/claim/rules.py says how the dispatcher applies them).
 
   limits list [--json]
-  limits set PATTERN [--max-running N] [--max-per-second R]    create or replace
+  limits set PATTERN [--max-running N] [--max-per-second R] [--global]    create or replace
   limits delete PATTERN
 
 `*` in a pattern matches any run of characters (quote it in the shell); of the patterns that
-match a key, the most specific (longest) applies. Exit codes: 0 done; 1 delete of a pattern
-with no limit (nothing changed); 2 bad input (nothing changed).
+match a key, the most specific (longest) applies. A limit is per owner (each owner's jobs of a
+key count on their own) unless `--global` (every owner's jobs of a key count as one). Exit
+codes: 0 done; 1 delete of a pattern with no limit (nothing changed); 2 bad input (nothing
+changed).
 """
 
 from __future__ import annotations
@@ -42,6 +44,12 @@ class Command(JobWeaverCommand):
             metavar="R",
             help="at most R of a key's jobs sent in any one second",
         )
+        setting.add_argument(
+            "--global",
+            dest="is_global",
+            action="store_true",
+            help="every owner's jobs of a key count as one key (default: each owner's alone)",
+        )
         setting.add_argument("--json", action="store_true", help="machine-readable output")
         deleting = commands.add_parser("delete", help="remove the limit of a pattern")
         deleting.add_argument("pattern")
@@ -68,6 +76,7 @@ class Command(JobWeaverCommand):
             pattern=options["pattern"],
             max_running=options["max_running"],
             max_per_second=options["max_per_second"],
+            is_global=options["is_global"],
         )
         if options["json"]:
             self.stdout.write(json.dumps({**limit_to_dict(limit), "created": created}))
