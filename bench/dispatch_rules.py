@@ -58,7 +58,8 @@ def add_jobs(
     queues=1,
 ):
     """`count` jobs, each with an execution in `status`, due `age_s` seconds ago (SQL); spread
-    over `queues` queues named `queue`-0, `queue`-1, … when more than one."""
+    over `queues` queues named `queue`-0, `queue`-1, … when more than one. Ownerless jobs: an
+    execution carries its key as "\x1f<key>" (apps/engine/keys.py)."""
     from django.db import connection
 
     with connection.cursor() as cursor:
@@ -79,7 +80,7 @@ def add_jobs(
                 redelivery_count)
             SELECT gen_random_uuid(), id, %s, priority, 0, 3,
                 now() - make_interval(secs => %s), 0, 1, now(), queue_name, job_type,
-                concurrency_key, false, '', '', 0
+                chr(31) || concurrency_key, false, '', '', 0
             FROM j
             """,
             [job_type, priority, queues, queue, queue, queues, key, count, status, age_s],
@@ -185,13 +186,13 @@ def main() -> None:
         with connections["default"].cursor() as cursor:
             cursor.execute(
                 "UPDATE jobweaver_scheduler_jobexecution SET priority = 9 "
-                "WHERE status = 'PENDING' AND concurrency_key = 'customer-x'"
+                "WHERE status = 'PENDING' AND concurrency_key = chr(31) || 'customer-x'"
             )
             # As if they had come in line ahead (the bench measures what a flood ahead costs,
             # and one already set aside costs nothing more)
             cursor.execute(
                 "UPDATE jobweaver_scheduler_jobexecution SET set_aside = false "
-                "WHERE status = 'PENDING' AND concurrency_key = 'customer-x'"
+                "WHERE status = 'PENDING' AND concurrency_key = chr(31) || 'customer-x'"
             )
             cursor.execute("ANALYZE")
         report(f"  the same {BACKLOG:,} ahead of them (priority 9)")
@@ -199,7 +200,7 @@ def main() -> None:
             cursor.execute(
                 "UPDATE jobweaver_scheduler_jobexecution "
                 "SET status = 'COMPLETED', finished_at = now() "
-                "WHERE status = 'RUNNING' AND concurrency_key = 'customer-x'"
+                "WHERE status = 'RUNNING' AND concurrency_key = chr(31) || 'customer-x'"
             )
         report("  the key has room again: its best one goes back in line")
         with connections["default"].cursor() as cursor:
@@ -214,12 +215,12 @@ def main() -> None:
             # As if set aside before the pause came
             cursor.execute(
                 "UPDATE jobweaver_scheduler_jobexecution SET set_aside = true "
-                "WHERE status = 'PENDING' AND concurrency_key = 'customer-y'"
+                "WHERE status = 'PENDING' AND concurrency_key = chr(31) || 'customer-y'"
             )
             cursor.execute(
                 "UPDATE jobweaver_scheduler_jobexecution "
                 "SET status = 'COMPLETED', finished_at = now() "
-                "WHERE status = 'RUNNING' AND concurrency_key = 'customer-y'"
+                "WHERE status = 'RUNNING' AND concurrency_key = chr(31) || 'customer-y'"
             )
             cursor.execute("ANALYZE")
         report("  set aside before the queue was paused, and the key has room again")
