@@ -144,6 +144,10 @@ class _RelayThread(threading.Thread):
                 logger.warning("outbox relay after commit failed", exc_info=True)
             try:
                 connection.close_if_unusable_or_obsolete()  # broken, or older than CONN_MAX_AGE
+                # No `SELECT 1` before the next run's first statement (Django's health check,
+                # which the call above re-arms): that statement finds a broken connection as
+                # well, and its error closes it (above). As run_job does (executor/tasks.py).
+                connection.health_check_done = True
             except Exception:  # the thread must outlive any one run, or relaying stops here
                 logger.warning("outbox relay could not check its connection", exc_info=True)
 
