@@ -11,6 +11,8 @@ within one lease plus one rescue interval.
 from __future__ import annotations
 
 import signal
+import threading
+import uuid
 
 import pytest
 from django.conf import settings
@@ -138,3 +140,76 @@ def test_sigstop_past_the_lease_then_sigcont_the_paused_worker_is_fenced_off(sta
     assert (execution.status, execution.version) == ("COMPLETED", completed.version)
     assert_invariants([job_id])
     live_executors(stack, 1)
+
+
+def test_sigkill_with_a_batch_of_successes_half_written_loses_nothing_and_completes_nothing_twice(
+    stack, live_db
+):
+    """Issue 34: an executor's successes wait together in one statement (group commit). Here
+    that statement is held mid-write — the test locks the attempts' rows, so the statement has
+    moved the executions and waits to close the attempts, uncommitted — and the executor is
+    killed. Whatever then happens to the orphaned statement (it may still commit once the lock
+    goes, or the rescue takes the jobs back), every job completes exactly once: one SUCCESS
+    attempt, one JobCompleted event, no violation."""
+    from django.db import connection, transaction
+
+    from jobweaver.core.kafka import JOB_COMPLETED
+    from jobweaver.outbox.models import OutboxEvent
+
+    live_executors(stack, 2)
+    client = token_client()
+    steps = [{"action": "LOG", "message": "x"}, {"action": "SLEEP", "durationMs": 3000}]
+    jobs = [submit(client, steps) for _ in range(4)]
+    first = running_attempt(jobs[0])
+    victim_pid = worker_pid(first)
+    [victim] = [worker for worker in stack.executors if worker.pid == victim_pid]
+    locked, release = threading.Event(), threading.Event()
+    held: list = []
+
+    def hold_the_rows() -> None:
+        # The RUNNING attempts of the victim (a heartbeat touches only executions).
+        try:
+            with transaction.atomic():
+                rows = ExecutionAttempt.objects.select_for_update().filter(
+                    job_id__in=jobs, outcome="RUNNING", worker_id__contains=f":{victim_pid}:"
+                )
+                held.extend(row.job_id for row in rows)
+                locked.set()
+                release.wait(timeout=60)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_the_rows)
+    holder.start()
+    try:
+        assert locked.wait(timeout=10)
+        assert held, "the victim ran none of the jobs any more"
+
+        def successes_waiting() -> bool:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND query LIKE %s",
+                    ["%jsonb_to_recordset%"],
+                )
+                return cursor.fetchone()[0] > 0
+
+        wait_for(successes_waiting, timeout=20, message="the victim's successes to be written")
+        victim.signal(signal.SIGKILL)
+        victim.process.wait(10)
+        stack.executors.remove(victim)
+    finally:
+        release.set()
+        holder.join(timeout=30)
+    live_executors(stack, 2)
+
+    for job_id in jobs:
+        wait_for_status(job_id, "COMPLETED", timeout=90)
+    for job_id in jobs:
+        outcomes = [attempt.outcome for attempt in attempts_of(job_id)]
+        print(f"\njob {job_id} (held: {uuid.UUID(job_id) in held}): {outcomes}")
+        assert outcomes.count("SUCCESS") == 1, (job_id, outcomes)
+        assert set(outcomes) <= {"SUCCESS", "LOST"}, (job_id, outcomes)
+        completed = OutboxEvent.objects.filter(topic__endswith=JOB_COMPLETED, key=str(job_id))
+        assert completed.count() == 1, job_id
+    assert_invariants(jobs)
