@@ -95,7 +95,23 @@ class Child:
         if wait:
             self.process.join(KILL_WAIT_SECONDS)
         else:
-            threading.Thread(target=self.process.join, name="pool-reaper", daemon=True).start()
+            self.reaper = threading.Thread(
+                target=self.process.join, name="pool-reaper", daemon=True
+            )
+            self.reaper.start()
+
+    def exit_code(self, timeout: float) -> int | None:
+        """A retired child's exit code, once its reaper has joined it (None: not yet). Only the
+        reaper waits on the process: two threads waiting on one forkserver child race for its
+        exit status, and the loser's read finds the pipe empty and takes 255 for it."""
+        reaper = getattr(self, "reaper", None)
+        if reaper is not None:
+            reaper.join(timeout)
+            if reaper.is_alive():
+                return None
+        else:
+            self.process.join(timeout)
+        return self.process.exitcode
 
 
 class ProcessPool:

@@ -102,5 +102,4 @@ def test_a_worn_child_is_retired_after_its_attempt(pool, limits, replaced_after)
 
     assert seen[:replaced_after] == [first] * replaced_after
     assert seen[replaced_after] is not first
-    first.process.join(5)
-    assert first.process.exitcode == 0  # retired: it exited on its own
+    assert first.exit_code(5) == 0  # retired: it exited on its own
