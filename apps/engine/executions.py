@@ -110,12 +110,13 @@ class Started(NamedTuple):
 
 def executions_start(
     deliveries: list[tuple[uuid.UUID, uuid.UUID, str]], *, serves: list[str]
-) -> dict[uuid.UUID, Started]:
+) -> dict[tuple[uuid.UUID, uuid.UUID], Started]:
     """DISPATCHED → RUNNING for the holders of these deliveries' tokens — (job id, event id,
     worker id) each, the worker "<host>:<pid>:<thread>" of one executor process — starting
     each attempt's lease and opening its attempt row, in one statement, each row fenced by its
-    own token: {job id: Started} for the ones started. A stale token, or a job whose queue the
-    executor does not serve (`serves`; see `execution_hand_back`), changes nothing."""
+    own token: {(job id, event id): Started} for the ones started. A stale token, or a job
+    whose queue the executor does not serve (`serves`; see `execution_hand_back`), changes
+    nothing; a delivery given twice starts once."""
     executor_id = deliveries[0][2].rpartition(":")[0]
     assert all(w.rpartition(":")[0] == executor_id for _, _, w in deliveries), "one process"
     rows = move_fenced_many(
@@ -132,9 +133,9 @@ def executions_start(
         ),
     )
     started = {}
-    for job_id, (*fields, waited) in rows:
+    for delivery, (*fields, waited) in rows:
         metrics.count_on_commit(lambda waited=waited: metrics.START_WAIT.observe(float(waited)))
-        started[job_id] = Started(*fields)
+        started[delivery] = Started(*fields)
     return started
 
 
@@ -516,6 +517,19 @@ def execution_redeliver(execution: JobExecution) -> JobExecution:
             "worker_id": "",
             "redelivery_count": execution.redelivery_count + 1,
         },
+    )
+
+
+def executions_give_back(event_ids: list[uuid.UUID]) -> int:
+    """An executor shutting down gives back deliveries it received and did not start: DISPATCHED
+    → PENDING at once (transition "redeliver"), fenced by their tokens. Returns how many moved."""
+    assert_in_transaction("executions_give_back")
+    return move_set(
+        "redeliver",
+        actor=WORKER,
+        statement=lambda transition: execution_rows.executions_unsend(
+            transition, event_ids=event_ids
+        ),
     )
 
 

@@ -67,14 +67,16 @@ TRANSITIONS: dict[str, Transition] = {
         # The executor holding the delivery renews its dispatch lease while it waits for a slot.
         _t("hold", {S.DISPATCHED}, S.DISPATCHED, WORKER, fenced=True),
         # The dispatch lease expired before any worker started the delivery (its executor
-        # stopped, or the message was lost), or the publish failed: sent again later with a
-        # fresh token, no attempt recorded, no retry used.
+        # stopped, or the message was lost), the publish failed, or the executor holding it
+        # shuts down before a slot freed: sent again with a fresh token, no attempt recorded,
+        # no retry used.
         _t(
             "redeliver",
             {S.DISPATCHED},
             S.PENDING,
             RESCUER,
             DISPATCHER,
+            WORKER,
             fenced=True,
             also_counts="JOBS_REDELIVERED",
         ),

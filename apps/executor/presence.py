@@ -22,12 +22,14 @@ from jobweaver.conf import settings
 from jobweaver.core import liveness
 from jobweaver.core.db import DATABASE_UNAVAILABLE
 from jobweaver.engine import executions
+from jobweaver.executor import slots
 from jobweaver.executor.runner import process_identity
 from jobweaver.scheduler import flow
 
 logger = logging.getLogger(__name__)
 
-RUN_JOB_TASK = "jobweaver.executor.tasks.run_job"
+RUN_JOBS_TASK = "jobweaver.executor.tasks.run_jobs"
+RUN_JOB_TASK = "jobweaver.executor.tasks.run_job"  # the one-delivery record of earlier versions
 # How often the thread looks at its consumer's partitions between beats (a read in memory).
 ASSIGNMENT_WATCH_SECONDS = 0.1
 # How long newly assigned partitions wait before they are registered. librdkafka keeps one fetch
@@ -39,8 +41,8 @@ NEW_PARTITION_SETTLE_SECONDS = 0.2
 
 
 def _waiting_event_ids() -> list[str]:
-    """Event ids of run_job requests this process holds (reserved; the running ones are not
-    DISPATCHED any more and are ignored by the lease renewal)."""
+    """Event ids of deliveries this process holds and has not started: those of the records
+    Celery reserved, and those of the running records still waiting for a slot (slots.py)."""
     for _ in range(3):  # the WeakSet may change while we copy it; try again
         try:
             requests = list(worker_state.reserved_requests)
@@ -48,8 +50,14 @@ def _waiting_event_ids() -> list[str]:
         except RuntimeError:
             continue
     else:
-        return []
-    return [r.args[1] for r in requests if r.name == RUN_JOB_TASK and len(r.args) == 2]
+        requests = []
+    waiting = slots.waiting()
+    for request in requests:
+        if request.name == RUN_JOBS_TASK and len(request.args) == 1:
+            waiting += [delivery[1] for delivery in request.args[0]]
+        elif request.name == RUN_JOB_TASK and len(request.args) == 2:
+            waiting.append(request.args[1])
+    return waiting
 
 
 class Presence(threading.Thread):

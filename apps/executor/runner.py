@@ -1,4 +1,4 @@
-"""Running one delivery of a job end to end (what the run_job task calls).
+"""Running the deliveries of a run-job record end to end (what the run_jobs task calls).
 
 `AttemptRunner` claims the execution with the message's event id (the fencing token), runs it
 through its kind's runner (apps/executor/runners.py), calls `checkpoint` between and inside steps
@@ -13,8 +13,10 @@ import os
 import threading
 import time
 import uuid
+from concurrent import futures
+from concurrent.futures import Future
 
-from django.db import connection
+from django.db import close_old_connections, connection
 
 from jobweaver.conf import settings
 from jobweaver.core import metrics
@@ -23,10 +25,17 @@ from jobweaver.core.host import host_name
 from jobweaver.core.logcontext import log_context
 from jobweaver.core.tracing import span_under
 from jobweaver.engine import executions, ledger
-from jobweaver.executor import shutdown
+from jobweaver.executor import shutdown, slots
 from jobweaver.executor.models import AttemptOutcome
 from jobweaver.executor.runners import runner_for
-from jobweaver.executor.services import ClaimedAttempt, Ending, attempt_finish, attempt_start
+from jobweaver.executor.services import (
+    ClaimedAttempt,
+    Ending,
+    attempt_finish,
+    attempt_start,
+    attempts_start,
+    deliveries_give_back,
+)
 from jobweaver.executor.steps import (
     AttemptReleased,
     AttemptSnoozed,
@@ -55,6 +64,79 @@ def worker_identity() -> str:
     return f"{process_identity()}:{threading.current_thread().name}"
 
 
+def deliveries_execute(deliveries: list[list[str | None]]) -> None:
+    """Run the deliveries of one run-job record — [job id, event id, trace id] each — and
+    return once every attempt started from it has ended and its ending committed (its caller
+    then acknowledges the record). They start in as few statements as the free slots allow:
+    one, when enough are free (apps/executor/slots.py). A record still running when the worker
+    shuts down gives its deliveries not started yet back, to start elsewhere at once."""
+    pool = slots.slots(settings.JOBWEAVER_EXECUTOR_CONCURRENCY)
+    waiting = [(uuid.UUID(job), uuid.UUID(event), trace) for job, event, trace in deliveries]
+    slots.wait_for([str(event_id) for _, event_id, _ in waiting])
+    running: list[Future] = []
+    try:
+        while waiting:
+            if shutdown.begun():
+                _give_back(waiting)
+                return
+            taken = pool.take(len(waiting))
+            try:
+                claimed = _start(waiting[:taken])
+            except BaseException:
+                pool.give(taken)
+                raise
+            slots.started([str(event_id) for _, event_id, _ in waiting[:taken]])
+            waiting = waiting[taken:]
+            pool.give(claimed.count(None))
+            claimed = [one for one in claimed if one is not None]
+            # The record's last attempt runs on this thread: a lone job never changes threads.
+            inline = claimed.pop() if claimed and not waiting else None
+            running += [pool.run(_run_in_slot, pool, one) for one in claimed]
+            if inline is not None:
+                try:
+                    execute_claimed(inline)
+                finally:
+                    pool.give()
+    finally:
+        slots.started([str(event_id) for _, event_id, _ in waiting])
+        futures.wait(running)
+    for attempt in running:
+        attempt.result()  # raises what ended an attempt's thread (not its job's own errors)
+
+
+def _start(batch: list[tuple[uuid.UUID, uuid.UUID, str | None]]) -> list[ClaimedAttempt | None]:
+    job_id, _, trace_id = batch[0] if len(batch) == 1 else (None, None, None)
+    with log_context(trace_id=trace_id, job_id=job_id):  # a stale delivery's log line
+        return retry_while_database_unavailable(
+            lambda: attempts_start(
+                [(job, event) for job, event, _ in batch], worker_id=worker_identity()
+            ),
+            what=f"claim of {len(batch)} deliveries",
+            timeout=DATABASE_RETRY_SECONDS,
+        )
+
+
+def _give_back(waiting: list[tuple[uuid.UUID, uuid.UUID, str | None]]) -> None:
+    given = retry_while_database_unavailable(
+        lambda: deliveries_give_back([event_id for _, event_id, _ in waiting]),
+        what="the give-back of deliveries not started",
+        timeout=DATABASE_RETRY_SECONDS,
+    )
+    logger.info("shutting down: %d of %d deliveries not started given back", given, len(waiting))
+
+
+def _run_in_slot(pool: slots.Slots, claimed: ClaimedAttempt) -> None:
+    """An attempt on a slot thread. As Django does per request, a broken or old connection is
+    dropped first, with no health-check query: the attempt's statements retry through an
+    outage, as the record's thread does (apps/executor/tasks.py)."""
+    try:
+        close_old_connections()
+        connection.health_check_done = True
+        execute_claimed(claimed)
+    finally:
+        pool.give()
+
+
 def attempt_execute(*, job_id: uuid.UUID, event_id: uuid.UUID) -> str | None:
     """Run one delivery of a job; returns the recorded outcome, or None if the delivery was a
     duplicate or stale (or its outcome was refused by the fence)."""
@@ -65,6 +147,13 @@ def attempt_execute(*, job_id: uuid.UUID, event_id: uuid.UUID) -> str | None:
     )
     if claimed is None:
         return None
+    return execute_claimed(claimed)
+
+
+def execute_claimed(claimed: ClaimedAttempt) -> str | None:
+    """Run a started attempt and record its ending; returns the recorded outcome (None when the
+    fence refused it)."""
+    job_id = claimed.job_id
     attributes = {"jobweaver.job_id": str(job_id), "jobweaver.attempt": claimed.attempt}
     with (
         log_context(trace_id=claimed.trace_id, job_id=job_id, attempt=claimed.attempt),

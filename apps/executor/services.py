@@ -62,9 +62,25 @@ def attempt_start(
     `worker_id` is "<host>:<pid>:<thread>", its executor process the part before the last
     colon. None for a stale or duplicate delivery: the fence alone decides — a delivery
     that already started finds its execution RUNNING or finished, or its token cleared."""
-    serves = list(settings.JOBWEAVER_EXECUTOR_QUEUES)
     started = _starts().submit((job_id, event_id, worker_id))
+    return _claimed(job_id, event_id, started)
+
+
+def attempts_start(
+    deliveries: list[tuple[uuid.UUID, uuid.UUID]], *, worker_id: str
+) -> list[ClaimedAttempt | None]:
+    """`attempt_start` for the deliveries of one run-job record, in one statement: a
+    ClaimedAttempt or None for each, in their order."""
+    started = _start_batch([(job_id, event_id, worker_id) for job_id, event_id in deliveries])
+    return [
+        _claimed(job_id, event_id, one)
+        for (job_id, event_id), one in zip(deliveries, started, strict=True)
+    ]
+
+
+def _claimed(job_id: uuid.UUID, event_id: uuid.UUID, started) -> ClaimedAttempt | None:
     if started is None:
+        serves = list(settings.JOBWEAVER_EXECUTOR_QUEUES)
         if executions.execution_hand_back(job_id=job_id, event_id=event_id, serves=serves):
             logger.info(
                 "delivery %s of job %s handed back: its queue is not one of %s",
@@ -90,6 +106,16 @@ def attempt_start(
         hard_timeout_seconds=started.hard_timeout_seconds,
         workflow_id=started.workflow_id,
     )
+
+
+def deliveries_give_back(event_ids: list[uuid.UUID]) -> int:
+    """Deliveries this executor received but will not start (it is shutting down): back in
+    line at once for another executor, no attempt, no retry used (a stale one changes
+    nothing)."""
+    if not event_ids:
+        return 0
+    with transaction.atomic():
+        return executions.executions_give_back(event_ids)
 
 
 def attempt_finish(
@@ -152,12 +178,16 @@ def _complete_batch(completions: list) -> list[bool]:
 
 
 def _start_batch(deliveries: list) -> list:
-    """One statement for the deliveries that arrived together (engine.executions_start)."""
-    metrics.WRITE_BATCH.labels("start").observe(len(deliveries))
+    """One statement for the deliveries that arrived together (engine.executions_start). A
+    delivery given twice (a duplicate record, or a record and its redelivery at once) goes
+    into the statement once, and only its first holder runs it."""
+    unique = list({(job_id, event_id): worker for job_id, event_id, worker in deliveries}.items())
+    metrics.WRITE_BATCH.labels("start").observe(len(unique))
     started = executions.executions_start(
-        deliveries, serves=list(settings.JOBWEAVER_EXECUTOR_QUEUES)
+        [(job_id, event_id, worker) for (job_id, event_id), worker in unique],
+        serves=list(settings.JOBWEAVER_EXECUTOR_QUEUES),
     )
-    return [started.get(job_id) for job_id, _, _ in deliveries]
+    return [started.pop((job_id, event_id), None) for job_id, event_id, _ in deliveries]
 
 
 _writer: GroupCommit | None = None

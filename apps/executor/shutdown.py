@@ -24,6 +24,11 @@ def begin(grace_seconds: float) -> None:
             _deadline = time.monotonic() + grace_seconds
 
 
+def begun() -> bool:
+    """The worker received its stop signal: start nothing more."""
+    return _deadline is not None
+
+
 def grace_expired() -> bool:
     deadline = _deadline
     return deadline is not None and time.monotonic() >= deadline

@@ -1,4 +1,4 @@
-"""The executor's Celery task and process hooks. Thin: ids in, one service call. Running the
+"""The executor's Celery tasks and process hooks. Thin: ids in, one service call. Running a
 task twice is harmless because the runner fences on the event id."""
 
 import os
@@ -19,11 +19,26 @@ from jobweaver.conf import settings
 from jobweaver.core.db import DATABASE_UNAVAILABLE
 from jobweaver.core.kafka import RUN_JOB, topic_name
 from jobweaver.core.logcontext import log_context
-from jobweaver.executor import presence, process_pool, shutdown
-from jobweaver.executor.runner import attempt_execute
+from jobweaver.executor import presence, process_pool, shutdown, slots
+from jobweaver.executor.runner import attempt_execute, deliveries_execute
 from jobweaver.scheduler.dispatch import TRACE_HEADER
 
 
+@app.task(name="jobweaver.executor.tasks.run_jobs", bind=True)
+def run_jobs(self, deliveries: list[list[str | None]]) -> None:
+    """The deliveries of one run-job record, [job id, event id, trace id] each (the dispatcher
+    sends one record per executor partition and dispatch round). Returns, and so is
+    acknowledged, once every attempt it started has ended and its ending committed."""
+    try:
+        deliveries_execute(deliveries)
+    except DATABASE_UNAVAILABLE as exc:
+        # As run_job: the record goes back on its topic; the deliveries that did start are
+        # fenced when it comes again, the others start then.
+        raise Reject(exc, requeue=True) from exc
+
+
+# The record of one delivery that dispatchers before run_jobs sent: still read, so that records
+# on Kafka during an upgrade run.
 @app.task(name="jobweaver.executor.tasks.run_job", bind=True)
 def run_job(self, job_id: str, event_id: str) -> str | None:
     # The dispatcher's trace header: log lines before the claim (a stale delivery) carry it too.
@@ -37,6 +52,9 @@ def run_job(self, job_id: str, event_id: str) -> str | None:
         raise Reject(exc, requeue=True) from exc
 
 
+RUN_TASKS = {"jobweaver.executor.tasks.run_jobs", "jobweaver.executor.tasks.run_job"}
+
+
 def _is_executor() -> bool:
     # Set by jobweaver_site.workers; every worker process imports every app's tasks.
     return os.environ.get("JOBWEAVER_WORKER_ROLE") == "executor"
@@ -48,7 +66,7 @@ def reuse_sound_connections(sender=None, **kwargs) -> None:
     is broken or older than CONN_MAX_AGE (celeryconfig.CELERY_DB_REUSE_MAX keeps Celery from
     closing it after every task)."""
     close_old_connections()
-    if getattr(sender, "name", None) == run_job.name:  # `run_job` itself is a proxy
+    if getattr(sender, "name", None) in RUN_TASKS:  # `run_jobs` itself is a proxy
         # Without this, Django's health check (CONN_HEALTH_CHECKS) would send `SELECT 1` before
         # every job: one round trip in three on the executor's path. It buys nothing here: the
         # claim is the first statement and runs under retry_while_database_unavailable, which
@@ -69,8 +87,10 @@ def start_process_pool(**kwargs) -> None:
 
 @worker_shutdown.connect
 def stop_process_pool(**kwargs) -> None:
-    """After the warm shutdown waited for the running attempts: the idle children exit."""
+    """After the warm shutdown waited for the running attempts: the idle children exit, the
+    slot threads close their connections."""
     process_pool.pool_close()
+    slots.close()
 
 
 @worker_ready.connect

@@ -4,11 +4,12 @@ A dispatch claims at most the free credits of the live executors (apps/engine/cl
 highest priority first, in one short transaction under the cluster-wide dispatch lock:
 the engine's claim moves them PENDING → DISPATCHED with fresh fencing tokens and
 each is assigned to an executor and one of its partitions. The claim commits *before* anything
-waits on Kafka, so a stalled broker never pins rows. Then the publisher sends one run_job
-message per delivery and waits for the broker's confirmation; if that fails, the deliveries go
-back to PENDING at once (fenced by their tokens: a message that reached Kafka after all is
-ignored by the executor). A dispatcher that dies between commit and publish leaves DISPATCHED
-rows whose dispatch lease expires: the rescue redelivers them, no attempt used.
+waits on Kafka, so a stalled broker never pins rows. Then the publisher sends one run_jobs
+message per executor partition, with its deliveries, and waits for the broker's confirmation;
+if that fails, the deliveries go back to PENDING at once (fenced by their tokens: a message
+that reached Kafka after all is ignored by the executor). A dispatcher that dies between commit
+and publish leaves DISPATCHED rows whose dispatch lease expires: the rescue redelivers them, no
+attempt used.
 
 Dispatch runs on a submit (fast path, in the submitting process), when the scheduler worker is
 woken because a credit freed up (apps/scheduler/wakeup.py), and on the beat tick.
@@ -54,8 +55,8 @@ class _Route(NamedTuple):
 
 
 class Delivery(_Route):
-    """One run_job message to send. The job's trace id rides along as an attribute, not a
-    fourth field, so callers keep unpacking (job id, event id, partition)."""
+    """One delivery to send, a job of a run_jobs message. The job's trace id rides along as an
+    attribute, not a fourth field, so callers keep unpacking (job id, event id, partition)."""
 
     trace_id: str | None = None
     waited_seconds: float | None = None  # due → dispatched (a metric)
@@ -76,26 +77,54 @@ class Publisher(Protocol):
 
 
 def celery_publisher(messages: list[Delivery]) -> None:
-    """One run_job Celery message per delivery over Kafka, on its executor's partition (keyed
-    by job id when it has none), confirmed by the broker as one batch."""
+    """One run_jobs Celery message over Kafka per executor partition, with every delivery
+    going there (a delivery without a partition goes alone, keyed by its job id), confirmed by
+    the broker as one batch."""
     queue = topic_name(RUN_JOB)
     with app.producer_or_acquire() as producer:
         channel = producer.channel
-        for delivery in messages:
-            job_id, event_id, partition = delivery
-            headers = {kombu_kafka.KEY_HEADER: job_id}
-            if partition is not None:
-                headers[kombu_kafka.PARTITION_HEADER] = partition
-            # The trace travels in the Celery message (the executor's log context) and on the
-            # Kafka record itself, like the domain events' traceId/eventId headers.
-            record_headers = {"jobId": job_id, "eventId": event_id}
-            if delivery.trace_id is not None:
-                headers[TRACE_HEADER] = record_headers["traceId"] = delivery.trace_id
-            headers[kombu_kafka.RECORD_HEADERS_HEADER] = record_headers
+        for partition, deliveries in _by_partition(messages):
             run_job_message.publish(
-                channel, queue, run_job_message.build(channel, job_id, event_id, headers)
+                channel, queue, run_job_message.build(channel, *_record(partition, deliveries))
             )
         kombu_kafka.confirm_deliveries(channel)
+
+
+def _by_partition(messages: list[Delivery]) -> list[tuple[int | None, list[Delivery]]]:
+    """The deliveries per partition, in their order of first appearance; each delivery without
+    a partition a group of its own."""
+    groups: dict[int, list[Delivery]] = {}
+    alone: list[tuple[int | None, list[Delivery]]] = []
+    for delivery in messages:
+        if delivery.partition is None:
+            alone.append((None, [delivery]))
+        else:
+            groups.setdefault(delivery.partition, []).append(delivery)
+    return [*groups.items(), *alone]
+
+
+def _record(partition: int | None, deliveries: list[Delivery]) -> tuple[list, dict]:
+    """The run_jobs arguments and the message headers of one record. Its Kafka key is its first
+    job's id (ARCHITECTURE §6; a record of several jobs goes to the partition the dispatcher
+    chose, which the key does not decide); the record headers name its jobs, so a lone job's
+    record reads as before: jobId, eventId, traceId."""
+    first = deliveries[0]
+    headers: dict = {kombu_kafka.KEY_HEADER: first.job_id}
+    if partition is not None:
+        headers[kombu_kafka.PARTITION_HEADER] = partition
+    if len(deliveries) == 1:
+        # The trace travels in the Celery message (the executor's log context) and on the
+        # Kafka record itself, like the domain events' traceId/eventId headers.
+        record_headers = {"jobId": first.job_id, "eventId": first.event_id}
+        if first.trace_id is not None:
+            headers[TRACE_HEADER] = record_headers["traceId"] = first.trace_id
+    else:
+        record_headers = {
+            "jobIds": ",".join(d.job_id for d in deliveries),
+            "eventIds": ",".join(d.event_id for d in deliveries),
+        }
+    headers[kombu_kafka.RECORD_HEADERS_HEADER] = record_headers
+    return [[d.job_id, d.event_id, d.trace_id] for d in deliveries], headers
 
 
 def warm_up_publisher() -> None:

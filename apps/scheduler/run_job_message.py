@@ -1,13 +1,17 @@
-"""The run_job message, built here rather than by Celery's `send_task`.
+"""The run-job message, built here rather than by Celery's `send_task`.
 
-The executor is a Celery worker and reads run_job as an ordinary Celery task message (message
+The executor is a Celery worker and reads run_jobs as an ordinary Celery task message (message
 protocol 2: https://docs.celeryq.dev/en/stable/internals/protocol.html). What Celery's
 `send_task` adds on top of that format — routing lookups, queue declaration per message,
 publish signals, a retry policy, a copy of every entity — is scheduler CPU spent on every
-message, many times the channel's own cost (bench/NOTES.md). Dispatch sends one per job, so it
-writes the protocol's fields itself and hands the message to the kombu channel, which
-serializes and produces it as for any other message (kombu_kafka's headers for key, partition
-and record headers included).
+message, many times the channel's own cost (bench/NOTES.md). Dispatch sends one per executor
+partition and dispatch round, so it writes the protocol's fields itself and hands the message to
+the kombu channel, which serializes and produces it as for any other message (kombu_kafka's
+headers for key, partition and record headers included).
+
+One message carries every delivery of a dispatch round for one executor partition (its one
+argument: [[job id, event id, trace id], ...]): the executor starts them in one statement and
+acknowledges the record once all of them ended (apps/executor/runner.py).
 
 `apps/scheduler/tests/unit/test_run_job_message.py` holds this against the message Celery
 itself builds, so an upgrade of Celery that changes the protocol fails a test, not the executor.
@@ -23,7 +27,7 @@ from jobweaver.core.host import host_name
 
 # The executor's task, named rather than imported: the scheduler never imports the executor's
 # runtime (ARCHITECTURE §2).
-RUN_JOB_TASK = "jobweaver.executor.tasks.run_job"
+RUN_JOBS_TASK = "jobweaver.executor.tasks.run_jobs"
 CONTENT_TYPE = "application/json"
 CONTENT_ENCODING = "utf-8"
 # The protocol's third body element: no callbacks, errbacks, chain or chord.
@@ -36,14 +40,15 @@ def _origin() -> str:
     return f"gen{os.getpid()}@{host_name()}"  # what Celery's anon_nodename() gives
 
 
-def build(channel, job_id: str, event_id: str, headers: dict) -> dict:
-    """The kombu message of one run_job(job_id, event_id) task on `channel`, with the extra
-    message `headers` (kombu_kafka's routing headers, the trace id)."""
+def build(channel, deliveries: list[list[str | None]], headers: dict) -> dict:
+    """The kombu message of one run_jobs(deliveries) task on `channel` — each delivery
+    [job id, event id, trace id or None] — with the extra message `headers` (kombu_kafka's
+    routing headers, a lone delivery's trace id)."""
     task_id = str(uuid.uuid4())
-    args = [job_id, event_id]
+    args = [deliveries]
     task_headers = {
         "lang": "py",
-        "task": RUN_JOB_TASK,
+        "task": RUN_JOBS_TASK,
         "id": task_id,
         "shadow": None,
         "eta": None,

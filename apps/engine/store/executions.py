@@ -343,9 +343,10 @@ def executions_start(
     executor_id: str,
     lease: timedelta,
     serves: list[str],
-) -> dict[uuid.UUID, tuple]:
+) -> dict[tuple[uuid.UUID, uuid.UUID], tuple]:
     """DISPATCHED → RUNNING for many (job id, event id, attempt's worker id) at once, their
-    attempts opened, one statement, each row fenced by its own token: {job id: (attempt,
+    attempts opened, one statement, each row fenced by its own token: {(job id, event id):
+    (attempt,
     job_type, instruction, trace_id, traceparent, timeout_seconds, hard_timeout_seconds,
     workflow_id, waited)} for the ones started; a stale token or an unserved queue leaves its
     row as it was."""
@@ -368,10 +369,10 @@ def executions_start(
         )
         rows = cursor.fetchall()
     started = {}
-    for job_id, *row in rows:
+    for job_id, event_id, *row in rows:
         if isinstance(row[2], str):  # jsonb arrives as text, as JSONField reads
             row[2] = json.loads(row[2])
-        started[job_id] = tuple(row)
+        started[job_id, event_id] = tuple(row)
     return started
 
 
@@ -400,7 +401,8 @@ def _start_many_sql(name: str) -> str:
         f"opened AS ({attempts.open_many_step()})",
     ]
     return (
-        f"WITH {', '.join(ctes)} SELECT moved.job_id, {_started_reading()}{_notify(transition)} "
+        f"WITH {', '.join(ctes)} SELECT moved.job_id, moved.current_event_id, "
+        f"{_started_reading()}{_notify(transition)} "
         f"FROM moved JOIN {jobs} j ON j.id = moved.job_id"
     )
 

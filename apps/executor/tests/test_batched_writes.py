@@ -44,10 +44,10 @@ def test_one_statement_starts_every_current_delivery_and_leaves_the_others():
 
     started_ = executions.executions_start([*deliveries, stale, elsewhere], serves=["default"])
 
-    assert set(started_) == set(jobs)
+    assert set(started_) == {(job_id, event_id) for job_id, event_id, _ in deliveries}
     for job_id, event_id, worker_id in deliveries:
-        assert started_[job_id].attempt == 1
-        assert started_[job_id].instruction == {"steps": LOG}
+        assert started_[job_id, event_id].attempt == 1
+        assert started_[job_id, event_id].instruction == {"steps": LOG}
         execution = execution_of(job_id)
         assert (execution.status, execution.worker_id) == ("RUNNING", EXECUTOR)
         attempt = ExecutionAttempt.objects.get(event_id=event_id)

@@ -58,10 +58,11 @@ def test_worker_driven_transitions_are_fenced_and_operator_ones_are_not():
             assert not transition.fenced, name
 
 
-def test_only_the_rescuer_or_a_failed_publish_redelivers_and_a_redelivery_is_no_attempt():
+def test_only_the_rescuer_a_failed_publish_or_a_stopping_executor_redelivers_no_attempt():
     redeliver = TRANSITIONS["redeliver"]
     assert (redeliver.sources, redeliver.target) == ({D}, P)
-    assert redeliver.actors == {Actor.RESCUER, Actor.DISPATCHER}
+    # The worker: an executor shutting down gives back the deliveries it did not start.
+    assert redeliver.actors == {Actor.RESCUER, Actor.DISPATCHER, Actor.WORKER}
     # A lost RUNNING lease goes through the failure transitions (an attempt, a retry used).
     for name in ("retry", "dead_letter", "end_cancelled"):
         assert TRANSITIONS[name].sources == {R}

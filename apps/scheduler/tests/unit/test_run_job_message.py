@@ -1,4 +1,4 @@
-"""The run_job message dispatch builds itself is the message Celery's `send_task` would send
+"""The run_jobs message dispatch builds itself is the message Celery's `send_task` would send
 (apps/scheduler/run_job_message.py): same protocol fields, same body, same routing. Both go
 through kombu's in-memory transport and are read back as a worker would receive them."""
 
@@ -13,6 +13,7 @@ from kombu import Connection
 from jobweaver.scheduler import run_job_message
 
 JOB, EVENT = "11111111-1111-1111-1111-111111111111", "22222222-2222-2222-2222-222222222222"
+DELIVERIES = [[JOB, EVENT, "t-1"], ["33333333-3333-3333-3333-333333333333", EVENT, None]]
 EXTRA = {"kafka_key": JOB, "trace_id": "t-1", "kafka_record_headers": {"jobId": JOB}}
 # Differ per message or per process by design; compared for shape only.
 PER_MESSAGE = {"id", "root_id", "origin", "correlation_id", "delivery_tag"}
@@ -25,12 +26,12 @@ def received():
     with Connection("memory://") as connection:
         channel = connection.default_channel
         run_job_message.publish(
-            channel, "ours", run_job_message.build(channel, JOB, EVENT, dict(EXTRA))
+            channel, "ours", run_job_message.build(channel, DELIVERIES, dict(EXTRA))
         )
         with app.producer_or_acquire() as producer:
             app.send_task(
-                run_job_message.RUN_JOB_TASK,
-                args=[JOB, EVENT],
+                run_job_message.RUN_JOBS_TASK,
+                args=[DELIVERIES],
                 queue="celerys",
                 routing_key="celerys",
                 producer=producer,
@@ -49,7 +50,7 @@ def test_the_headers_are_celerys_task_headers_with_ours_added(received):
     for name, value in celerys.headers.items():
         if name not in PER_MESSAGE:
             assert ours.headers[name] == value, name
-    assert ours.headers["task"] == "jobweaver.executor.tasks.run_job"
+    assert ours.headers["task"] == "jobweaver.executor.tasks.run_jobs"
     assert ours.headers["root_id"] == ours.headers["id"] == ours.properties["correlation_id"]
     assert ours.headers["trace_id"] == "t-1"
 
@@ -61,14 +62,14 @@ def test_the_body_decodes_to_the_same_arguments(received):
         celerys.content_type,
         celerys.content_encoding,
     )
-    assert ours.decode() == celerys.decode() == [[JOB, EVENT], {}, run_job_message.NO_EMBED]
+    assert ours.decode() == celerys.decode() == [[DELIVERIES], {}, run_job_message.NO_EMBED]
     assert json.loads(ours.body) == json.loads(celerys.body)
 
 
 def test_the_properties_match_but_for_the_reply_queue_no_result_uses(received):
     ours, celerys = received
 
-    # reply_to names a queue for RPC results; run_job returns none (ignore_result).
+    # reply_to names a queue for RPC results; run_jobs returns none (ignore_result).
     assert ours.properties.keys() == celerys.properties.keys() - {"reply_to"}
     for name in ("delivery_mode", "priority", "body_encoding"):
         assert ours.properties[name] == celerys.properties[name], name
