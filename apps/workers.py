@@ -5,10 +5,11 @@ role runs (queue names carry the topic prefix), so the Procfile, compose, Helm a
 start identical processes.
 
 Pools: librdkafka clients are not fork-safe, so no role uses Celery's prefork pool (which forks
-children after the parent opened its Kafka clients). Executors run Celery's `threads` pool with
-JOBWEAVER_EXECUTOR_CONCURRENCY threads (or --concurrency): the steps are mostly waiting and
-PostgreSQL I/O, so threads overlap well, and the transport's offset tracking keeps commits
-correct when they finish out of order. With `--pool processes` (JOBWEAVER_EXECUTOR_POOL) each
+children after the parent opened its Kafka clients). Executors run JOBWEAVER_EXECUTOR_CONCURRENCY
+attempts at once (or --concurrency) on slot threads of their own (apps/executor/slots.py), and
+Celery's `threads` pool holds the run-job records that bring them: the steps are mostly waiting
+and PostgreSQL I/O, so threads overlap well, and the transport's offset tracking keeps commits
+correct when records finish out of order. With `--pool processes` (JOBWEAVER_EXECUTOR_POOL) each
 thread runs its attempt in a child process of JobWeaver's own pool, started by forkserver
 (apps/executor/process_pool.py), which can be killed at the hard timeout. The scheduler runs
 `solo`: one dispatch at a time is what it needs. Both scale out by running more processes
@@ -99,8 +100,12 @@ def celery_argv(options: WorkerOptions) -> list[str]:
         return ["beat", "--loglevel", loglevel, "--max-interval", "1"]
     queue = {"executor": RUN_JOB_QUEUE, "scheduler": SCHEDULER_QUEUE}[options.role]
     if options.role == "executor":
-        threads = options.concurrency or settings.JOBWEAVER_EXECUTOR_CONCURRENCY
-        pool = ["--pool", "threads", "--concurrency", str(threads)]
+        slots = options.concurrency or settings.JOBWEAVER_EXECUTOR_CONCURRENCY
+        # Celery's threads hold run-job records, not attempts (the slots run those,
+        # apps/executor/slots.py): as many as the deliveries flow control lets the executor
+        # hold, so a record is never kept waiting by Celery while a slot is free.
+        records = slots * settings.JOBWEAVER_DISPATCH_PREFETCH
+        pool = ["--pool", "threads", "--concurrency", str(records)]
     else:
         pool = ["--pool", "solo"]
     return [

@@ -51,7 +51,7 @@ def _waiting_event_ids() -> list[str]:
             continue
     else:
         requests = []
-    waiting = slots.waiting()
+    waiting = [str(event_id) for _, event_id, _ in slots.waiting()]
     for request in requests:
         if request.name == RUN_JOBS_TASK and len(request.args) == 1:
             waiting += [delivery[1] for delivery in request.args[0]]

@@ -13,8 +13,7 @@ import os
 import threading
 import time
 import uuid
-from concurrent import futures
-from concurrent.futures import Future
+from collections.abc import Callable
 
 from django.db import close_old_connections, connection
 
@@ -64,47 +63,42 @@ def worker_identity() -> str:
     return f"{process_identity()}:{threading.current_thread().name}"
 
 
+Waiting = tuple[uuid.UUID, uuid.UUID, str | None]  # a delivery: job id, event id, trace id
+
+
 def deliveries_execute(deliveries: list[list[str | None]]) -> None:
     """Run the deliveries of one run-job record — [job id, event id, trace id] each — and
-    return once every attempt started from it has ended and its ending committed (its caller
-    then acknowledges the record). They start in as few statements as the free slots allow:
-    one, when enough are free (apps/executor/slots.py). A record still running when the worker
-    shuts down gives its deliveries not started yet back, to start elsewhere at once."""
+    return once every one has ended, its ending committed (its caller then acknowledges the
+    record). As many as there are free slots start at once, in one statement; the rest wait
+    in this process's line for a slot (apps/executor/slots.py). A record that arrives while the
+    worker shuts down gives its deliveries back, to start elsewhere at once."""
     pool = slots.slots(settings.JOBWEAVER_EXECUTOR_CONCURRENCY)
     waiting = [(uuid.UUID(job), uuid.UUID(event), trace) for job, event, trace in deliveries]
-    slots.wait_for([str(event_id) for _, event_id, _ in waiting])
-    running: list[Future] = []
-    try:
-        while waiting:
-            if shutdown.begun():
-                _give_back(waiting)
-                return
-            taken = pool.take(len(waiting))
-            try:
-                claimed = _start(waiting[:taken])
-            except BaseException:
-                pool.give(taken)
-                raise
-            slots.started([str(event_id) for _, event_id, _ in waiting[:taken]])
-            waiting = waiting[taken:]
-            pool.give(claimed.count(None))
-            claimed = [one for one in claimed if one is not None]
-            # The record's last attempt runs on this thread: a lone job never changes threads.
-            inline = claimed.pop() if claimed and not waiting else None
-            running += [pool.run(_run_in_slot, pool, one) for one in claimed]
-            if inline is not None:
-                try:
-                    execute_claimed(inline)
-                finally:
-                    pool.give()
-    finally:
-        slots.started([str(event_id) for _, event_id, _ in waiting])
-        futures.wait(running)
-    for attempt in running:
-        attempt.result()  # raises what ended an attempt's thread (not its job's own errors)
+    if shutdown.begun():
+        _give_back(waiting)
+        return
+    record = slots.Record(len(waiting))
+    admitted = pool.admit(waiting, record)
+    if admitted:
+        try:
+            claimed = _start(admitted)
+        except BaseException as error:  # noqa: BLE001 - raised below, once the rest ended
+            _free(pool, len(admitted))
+            record.ended(len(admitted), error)
+        else:
+            _free(pool, claimed.count(None))
+            record.ended(claimed.count(None))
+            *others, last = [one for one in claimed if one is not None] or [None]
+            for one in others:
+                pool.run(_run_on_slot_thread, pool, one, record)
+            if last is not None:  # on this thread: a lone job never changes threads
+                _run(pool, last, record)
+    record.wait()
+    if record.error is not None:
+        raise record.error
 
 
-def _start(batch: list[tuple[uuid.UUID, uuid.UUID, str | None]]) -> list[ClaimedAttempt | None]:
+def _start(batch: list[Waiting]) -> list[ClaimedAttempt | None]:
     job_id, _, trace_id = batch[0] if len(batch) == 1 else (None, None, None)
     with log_context(trace_id=trace_id, job_id=job_id):  # a stale delivery's log line
         return retry_while_database_unavailable(
@@ -116,25 +110,92 @@ def _start(batch: list[tuple[uuid.UUID, uuid.UUID, str | None]]) -> list[Claimed
         )
 
 
-def _give_back(waiting: list[tuple[uuid.UUID, uuid.UUID, str | None]]) -> None:
+def _run(pool: slots.Slots, claimed: ClaimedAttempt, record: slots.Record) -> None:
+    """Run a started attempt holding its slot: the slot goes on to the next delivery in line as
+    soon as the work is done, while this thread writes the ending; the record learns that this
+    delivery ended once that is committed."""
+    freed = False
+
+    def free_slot() -> None:
+        nonlocal freed
+        if not freed:
+            freed = True
+            _free(pool, 1)
+
+    try:
+        execute_claimed(claimed, on_ran=free_slot)
+    except BaseException as error:  # noqa: BLE001 - the record's thread raises it
+        record.ended(error=error)
+    else:
+        record.ended()
+    finally:
+        free_slot()
+
+
+def _run_on_slot_thread(pool: slots.Slots, claimed: ClaimedAttempt, record: slots.Record) -> None:
+    _sound_connection()
+    _run(pool, claimed, record)
+
+
+def _start_on_slot_thread(pool: slots.Slots, delivery: Waiting, record: slots.Record) -> None:
+    """Holding a slot: start the delivery that waited in line for it, and run it."""
+    job_id, event_id, trace_id = delivery
+    if shutdown.begun():  # this one and the whole line go back
+        line = [(delivery, record), *pool.take_line()]
+        error = None
+        try:
+            _give_back([waiting for waiting, _ in line])
+        except BaseException as failed:  # noqa: BLE001 - each record's thread raises it
+            error = failed
+        for _, owner in line:
+            owner.ended(error=error)
+        _free(pool, 1)
+        return
+    _sound_connection()
+    try:
+        with log_context(trace_id=trace_id, job_id=job_id):
+            claimed = retry_while_database_unavailable(
+                lambda: attempt_start(
+                    job_id=job_id, event_id=event_id, worker_id=worker_identity()
+                ),
+                what=f"claim of job {job_id}",
+                timeout=DATABASE_RETRY_SECONDS,
+            )
+    except BaseException as error:  # noqa: BLE001 - the record's thread raises it
+        _free(pool, 1)
+        record.ended(error=error)
+        return
+    if claimed is None:
+        _free(pool, 1)
+        record.ended()
+    else:
+        _run(pool, claimed, record)
+
+
+def _free(pool: slots.Slots, count: int) -> None:
+    """Slots this thread holds and is done with: each goes to the next delivery in line (on a
+    slot thread), or is free again."""
+    for _ in range(count):
+        following = pool.next_or_give()
+        if following is not None:
+            pool.run(_start_on_slot_thread, pool, *following)
+
+
+def _sound_connection() -> None:
+    """As Django does per request, a broken or old connection is dropped before an attempt, with
+    no health-check query: the attempt's statements retry through an outage, as the record's
+    thread does (apps/executor/tasks.py)."""
+    close_old_connections()
+    connection.health_check_done = True
+
+
+def _give_back(waiting: list[Waiting]) -> None:
     given = retry_while_database_unavailable(
         lambda: deliveries_give_back([event_id for _, event_id, _ in waiting]),
         what="the give-back of deliveries not started",
         timeout=DATABASE_RETRY_SECONDS,
     )
     logger.info("shutting down: %d of %d deliveries not started given back", given, len(waiting))
-
-
-def _run_in_slot(pool: slots.Slots, claimed: ClaimedAttempt) -> None:
-    """An attempt on a slot thread. As Django does per request, a broken or old connection is
-    dropped first, with no health-check query: the attempt's statements retry through an
-    outage, as the record's thread does (apps/executor/tasks.py)."""
-    try:
-        close_old_connections()
-        connection.health_check_done = True
-        execute_claimed(claimed)
-    finally:
-        pool.give()
 
 
 def attempt_execute(*, job_id: uuid.UUID, event_id: uuid.UUID) -> str | None:
@@ -150,16 +211,19 @@ def attempt_execute(*, job_id: uuid.UUID, event_id: uuid.UUID) -> str | None:
     return execute_claimed(claimed)
 
 
-def execute_claimed(claimed: ClaimedAttempt) -> str | None:
+def execute_claimed(
+    claimed: ClaimedAttempt, on_ran: Callable[[], None] | None = None
+) -> str | None:
     """Run a started attempt and record its ending; returns the recorded outcome (None when the
-    fence refused it)."""
+    fence refused it). `on_ran` is called when the work is done, before the ending is written
+    (at most once)."""
     job_id = claimed.job_id
     attributes = {"jobweaver.job_id": str(job_id), "jobweaver.attempt": claimed.attempt}
     with (
         log_context(trace_id=claimed.trace_id, job_id=job_id, attempt=claimed.attempt),
         span_under(claimed.traceparent, "jobweaver.attempt", attributes) as span,
     ):
-        outcome = AttemptRunner(claimed).run()
+        outcome = AttemptRunner(claimed, on_ran).run()
         span.set_attribute("jobweaver.outcome", str(outcome))
     runner_for(claimed.kind).finished(claimed)
     return outcome
@@ -169,8 +233,9 @@ class AttemptRunner:
     """One claimed attempt: its steps (or its Python task, apps/executor/task_runner.py), its
     checkpoints, its progress and its ending."""
 
-    def __init__(self, claimed: ClaimedAttempt):
+    def __init__(self, claimed: ClaimedAttempt, on_ran: Callable[[], None] | None = None):
         self.claimed = claimed
+        self.on_ran = on_ran  # called once the work is done, before its ending is written
         self.steps_completed = 0
         self.total_steps: int | None = None  # a TASK's own, once it reports progress
         self.started = time.monotonic()
@@ -227,6 +292,9 @@ class AttemptRunner:
         """Record the ending, retrying through a short database outage. Safe to repeat: it is
         one fenced transaction, so a retry after a lost commit is simply refused. `task_fields`
         are a TASK attempt's return value or exception (see `attempt_finish`)."""
+        if self.on_ran is not None:  # its slot may take the next attempt while this one writes
+            on_ran, self.on_ran = self.on_ran, None
+            on_ran()
         claimed = self.claimed
         accepted = retry_while_database_unavailable(
             lambda: attempt_finish(

@@ -2,61 +2,110 @@
 
 A run-job record may carry several deliveries (apps/scheduler/run_job_message.py). Its Celery
 thread takes as many free slots as it has deliveries, up to all that are free, starts that many
-in one statement and runs them: the last one on its own thread, the others on the slot
-threads here. Deliveries not started yet are "waiting": the presence thread renews their
-dispatch lease (apps/executor/presence.py), as it does for records Celery holds unstarted.
+in one statement and runs them on the slot threads here (the last one on its own thread). What
+finds no free slot waits in this process's line. An attempt holds its slot while its work runs;
+once the work is done, the slot goes on to the next delivery in line while the attempt's thread
+writes the ending (the writes of attempts that end together share a statement, the executor's
+group commit), so a slot never idles through a write. Deliveries in the line are "waiting":
+the presence thread renews their dispatch lease (apps/executor/presence.py), as it does for
+records Celery holds unstarted.
 
-Celery's thread pool has as many threads as there are slots. That is enough: a record's thread
-holds at least one slot until its last attempt ended, or waits for one while all are taken.
+Celery's thread pool has as many threads as there are slots; a record's thread returns once
+every delivery it brought has ended. Nothing waits in line while a slot is free (`admit` and
+`next_or_give` share a lock), so the line always moves.
 """
 
 from __future__ import annotations
 
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from django.db import connections
 
 _lock = threading.Lock()
 _slots: Slots | None = None
-_waiting: set[str] = set()  # event ids of deliveries received but not started
+
+
+class Record:
+    """The deliveries one run-job record brought: its thread waits until all have ended."""
+
+    def __init__(self, count: int):
+        self._left = count
+        self._lock = threading.Lock()
+        self._ended = threading.Event()
+        self.error: BaseException | None = None  # the first error that ended one
+        if count == 0:
+            self._ended.set()
+
+    def ended(self, count: int = 1, error: BaseException | None = None) -> None:
+        with self._lock:
+            if error is not None and self.error is None:
+                self.error = error
+            self._left -= count
+            if self._left <= 0:
+                self._ended.set()
+
+    def wait(self) -> None:
+        self._ended.wait()
 
 
 class Slots:
     def __init__(self, count: int):
         self.count = count
         self._free = count
-        self._freed = threading.Condition(threading.Lock())
-        self._threads = ThreadPoolExecutor(max_workers=count, thread_name_prefix="jobweaver-slot")
+        self._lock = threading.Lock()
+        self._line: deque[tuple[Any, Record]] = deque()  # (delivery, its record), in order
+        # Twice the slots: a thread writing its attempt's ending has given its slot on already.
+        self._threads = ThreadPoolExecutor(
+            max_workers=2 * count, thread_name_prefix="jobweaver-slot"
+        )
 
-    def take(self, wanted: int) -> int:
-        """Wait for a free slot; take up to `wanted` of the free ones. Returns how many."""
-        with self._freed:
-            while self._free <= 0:
-                self._freed.wait()
-            taken = min(wanted, self._free)
-            self._free -= taken
-            return taken
+    def admit(self, deliveries: list, record: Record) -> list:
+        """Take a free slot for each of the first deliveries, as many as are free; the rest wait
+        in line. Returns the ones with a slot (the caller starts them now)."""
+        with self._lock:
+            admitted = min(len(deliveries), self._free) if not self._line else 0
+            self._free -= admitted
+            self._line.extend((delivery, record) for delivery in deliveries[admitted:])
+        return deliveries[:admitted]
 
-    def give(self, count: int = 1) -> None:
-        with self._freed:
-            self._free += count
-            self._freed.notify(count)
+    def next_or_give(self) -> tuple[Any, Record] | None:
+        """A thread holding a slot is done with its attempt: the next delivery in line (the
+        slot stays taken), or None and the slot is free again. One lock for both, so a
+        delivery never waits in line while a slot is free."""
+        with self._lock:
+            if self._line:
+                return self._line.popleft()
+            self._free += 1
+            return None
 
-    def run(self, function, *args: Any) -> Future:
-        """`function(*args)` on a slot thread; the caller has taken its slot."""
-        return self._threads.submit(function, *args)
+    def take_line(self) -> list[tuple[Any, Record]]:
+        """Everything waiting in line, which leaves it (the worker is shutting down)."""
+        with self._lock:
+            line = list(self._line)
+            self._line.clear()
+            return line
+
+    def waiting(self) -> list:
+        with self._lock:
+            return [delivery for delivery, _ in self._line]
+
+    def run(self, function, *args: Any) -> None:
+        """`function(*args)` on a slot thread; the caller has taken its slot for it."""
+        self._threads.submit(function, *args)
 
     def close(self) -> None:
         """Once no attempt runs: every slot thread closes its database connection and ends."""
-        everyone = threading.Barrier(self.count)  # holds each task on a thread of its own
+        threads = 2 * self.count
+        everyone = threading.Barrier(threads)  # holds each task on a thread of its own
 
         def close_connection() -> None:
             everyone.wait(timeout=10)
             connections.close_all()
 
-        for _ in range(self.count):
+        for _ in range(threads):
             self._threads.submit(close_connection)
         self._threads.shutdown(wait=True)
 
@@ -79,17 +128,7 @@ def close() -> None:
         closing.close()
 
 
-def wait_for(event_ids: list[str]) -> None:
-    with _lock:
-        _waiting.update(event_ids)
-
-
-def started(event_ids: list[str]) -> None:
-    with _lock:
-        _waiting.difference_update(event_ids)
-
-
-def waiting() -> list[str]:
-    """Event ids of deliveries this process holds in its running records, not started yet."""
-    with _lock:
-        return list(_waiting)
+def waiting() -> list:
+    """The deliveries waiting in this process's line for a slot."""
+    current = _slots
+    return current.waiting() if current is not None else []

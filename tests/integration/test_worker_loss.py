@@ -213,3 +213,63 @@ def test_sigkill_with_a_batch_of_successes_half_written_loses_nothing_and_comple
         completed = OutboxEvent.objects.filter(topic__endswith=JOB_COMPLETED, key=str(job_id))
         assert completed.count() == 1, job_id
     assert_invariants(jobs)
+
+
+def test_sigkill_with_a_record_of_several_jobs_half_run_loses_nothing_and_runs_nothing_twice(
+    stack, live_db
+):
+    """Issue 34: a run-job record brings an executor several jobs at once; it runs as many as
+    it has slots and holds the others in its line. Killed then, its running attempts are
+    rescued (LOST, run again elsewhere), the deliveries in its line are sent again with no
+    attempt used, and every job completes exactly once."""
+    from jobweaver.core.kafka import JOB_COMPLETED
+    from jobweaver.outbox.models import OutboxEvent
+
+    live_executors(stack, 2)
+    slots = settings.JOBWEAVER_EXECUTOR_CONCURRENCY
+    # More than both executors' slots: each gets a record of several, some of them in line.
+    count = 3 * slots
+    body = {"jobType": "SIMULATION", "payload": {"steps": IN_SLEEP}}
+    response = token_client().post(
+        "/api/jobs/batch",
+        {"jobs": [{**body, "maxRetryCount": 2} for _ in range(count)]},
+        format="json",
+    )
+    assert response.status_code == 202, response.content
+    jobs = [job["jobId"] for job in response.json()["jobs"]]
+
+    def victim_with_a_line():
+        for worker in stack.executors:
+            mine = JobExecution.objects.filter(
+                job_id__in=jobs, worker_id__endswith=f":{worker.pid}"
+            )
+            running = mine.filter(status="RUNNING").count()
+            if running == slots and mine.filter(status="DISPATCHED").exists():
+                return worker
+        return None
+
+    victim = wait_for(victim_with_a_line, timeout=30, message="an executor with a full line")
+    in_line = set(
+        JobExecution.objects.filter(
+            job_id__in=jobs, status="DISPATCHED", worker_id__endswith=f":{victim.pid}"
+        ).values_list("job_id", flat=True)
+    )
+    victim.signal(signal.SIGKILL)
+    victim.process.wait(10)
+    stack.executors.remove(victim)
+    live_executors(stack, 2)
+
+    for job_id in jobs:
+        wait_for_status(job_id, "COMPLETED", timeout=90)
+    for job_id in jobs:
+        outcomes = [attempt.outcome for attempt in attempts_of(job_id)]
+        assert outcomes.count("SUCCESS") == 1, (job_id, outcomes)
+        assert set(outcomes) <= {"SUCCESS", "LOST"}, (job_id, outcomes)
+        completed = OutboxEvent.objects.filter(topic__endswith=JOB_COMPLETED, key=str(job_id))
+        assert completed.count() == 1, job_id
+    for job_id in in_line:  # never started on the victim: sent again, no attempt used
+        execution = JobExecution.objects.get(job_id=job_id)
+        lost = [a for a in attempts_of(job_id) if a.outcome == "LOST"]
+        assert not [a for a in lost if worker_pid(a) == victim.pid], job_id
+        assert execution.redelivery_count >= 1, job_id
+    assert_invariants(jobs)

@@ -13,7 +13,7 @@ import pytest
 from django.test.utils import override_settings
 
 from jobweaver.engine import executions
-from jobweaver.executor import runner, shutdown, slots
+from jobweaver.executor import runner, shutdown, slots, steps
 from jobweaver.executor.models import ExecutionAttempt
 from jobweaver.scheduler.dispatch import dispatch_due_jobs
 from jobweaver.scheduler.invariants import check_invariants
@@ -78,20 +78,20 @@ def test_a_record_larger_than_the_slots_never_runs_more_attempts_at_once(monkeyp
     record = record_of([{"action": "SLEEP", "durationMs": 50}], 3 * SLOTS)
     running, most = 0, 0
     lock = threading.Lock()
-    real = runner.AttemptRunner.run
+    real = steps.SleepStep.run
 
-    def watched(self):
+    def watched(self, step, ctx):  # the work itself, not the writes around it
         nonlocal running, most
         with lock:
             running += 1
             most = max(most, running)
         try:
-            return real(self)
+            return real(self, step, ctx)
         finally:
             with lock:
                 running -= 1
 
-    monkeypatch.setattr(runner.AttemptRunner, "run", watched)
+    monkeypatch.setattr(steps.SleepStep, "run", watched)
 
     runner.deliveries_execute(record)
 
