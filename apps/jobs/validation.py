@@ -63,7 +63,7 @@ class JobSpec:
         it must not change between releases (a unit test pins it)."""
         # A shallow copy: the canonical JSON below reads the nested steps as they are;
         # dataclasses.asdict's deep copy of them was most of the cost (bench/NOTES.md).
-        data = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        data = {name: getattr(self, name) for name in _SPEC_FIELD_NAMES}
         data["run_at"] = self.run_at.isoformat() if self.run_at else None
         for name, default in {
             **TASK_FIELD_DEFAULTS,
@@ -77,6 +77,8 @@ class JobSpec:
         return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+# JobSpec's field names, read once: dataclasses.fields() per fingerprint was a fifth of its cost.
+_SPEC_FIELD_NAMES = tuple(field.name for field in dataclasses.fields(JobSpec))
 TASK_FIELD_DEFAULTS = {"task": None, "queue_name": "default", "task_priority": None}
 UNIQUE_FIELD_DEFAULTS = {"unique_key": None, "unique_scope": None, "unique_for_seconds": None}
 # Fields added after fingerprints were first stored: left out of the hash at their default.
