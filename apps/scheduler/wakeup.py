@@ -33,15 +33,21 @@ RECONNECT_SECONDS = 1.0
 # the shortest, so an overdue job cannot make it spin.
 MAX_WAIT_SECONDS = 1.0
 MIN_WAIT_SECONDS = 0.005
-# Under load every finished attempt frees one credit and notifies. A dispatch per notification
-# claimed only a couple of jobs, each paying a dispatch's fixed cost; a notification now waits
-# up to FOLD_SECONDS for FOLD_NOTIFICATIONS - 1 more, and one dispatch refills them all: fewer
-# claims, less scheduler CPU (bench/NOTES.md). With the default prefetch of 2 an executor of
-# 4 slots holds 8 deliveries; 3 folded credits leave it 5 when the refill starts.
-# Any notification (a pause lifted, an executor joining) waits at most FOLD_SECONDS more. A
-# quiet stack is unaffected: a submitted job is dispatched by the submit itself.
-FOLD_NOTIFICATIONS = 3
+# Under load attempts keep ending and freeing credits. A dispatch per freed credit claimed only
+# a couple of jobs, each paying a dispatch's fixed cost; a notification now waits up to
+# FOLD_SECONDS for FOLD_CREDITS credits in all, and one dispatch refills them together: fewer
+# claims, less scheduler CPU (bench/NOTES.md). A notification's payload says how many credits
+# its statement freed (an executor's batched successes free several at once, and dispatch at
+# once when they are enough); an empty one counts one. Any notification (a pause lifted, an
+# executor joining) waits at most FOLD_SECONDS more. A quiet stack is unaffected: a submitted
+# job is dispatched by the submit itself.
+FOLD_CREDITS = 3
 FOLD_SECONDS = 0.006
+
+
+def _credits(notification) -> int:
+    """The credits a notification reports freed (its payload; an empty one: one)."""
+    return int(notification.payload) if notification.payload.isdigit() else 1
 
 
 def _listen_connection() -> psycopg.Connection:
@@ -73,12 +79,20 @@ class WakeUp(threading.Thread):
                         wait = MAX_WAIT_SECONDS
                         if until_due is not None and not starved:
                             wait = min(max(until_due, MIN_WAIT_SECONDS), MAX_WAIT_SECONDS)
-                        if any(True for _ in listener.notifies(timeout=wait, stop_after=1)):
+                        freed = sum(
+                            _credits(n) for n in listener.notifies(timeout=wait, stop_after=1)
+                        )
+                        if freed:
                             # Fold the next few credits into the same dispatch (see FOLD_*).
-                            for _ in listener.notifies(
-                                timeout=FOLD_SECONDS, stop_after=FOLD_NOTIFICATIONS - 1
-                            ):
-                                pass
+                            deadline = time.monotonic() + FOLD_SECONDS
+                            while freed < FOLD_CREDITS:
+                                left = deadline - time.monotonic()
+                                if left <= 0:
+                                    break
+                                freed += sum(
+                                    _credits(n)
+                                    for n in listener.notifies(timeout=left, stop_after=1)
+                                )
                         else:
                             due.forget()  # a quiet moment: read it afresh
                         sent = self._dispatch()

@@ -49,9 +49,15 @@ def _moving(transition: Transition, now: str) -> str:
     )
 
 
-def _notify(transition: Transition) -> str:
-    """The NOTIFY a transition that frees a credit sends with its statement (transactional)."""
-    return f", pg_notify('{DISPATCH_CHANNEL}', '')" if transition.frees_a_credit else ""
+def _notify(transition: Transition, *, many: bool = False) -> str:
+    """The NOTIFY a transition that frees a credit sends with its statement (transactional).
+    A statement of `many` rows says how many credits it freed: its payload is the row count
+    (the same text on every row, so PostgreSQL sends it once), which the dispatcher's wake-up
+    adds up (apps/scheduler/wakeup.py); an empty payload is one credit."""
+    if not transition.frees_a_credit:
+        return ""
+    payload = "(count(*) OVER ())::text" if many else "''"
+    return f", pg_notify('{DISPATCH_CHANNEL}', {payload})"
 
 
 @named("NOTIFY the dispatcher once the transaction commits (a credit freed, an executor joined)")
@@ -529,7 +535,7 @@ def _complete_many_sql(name: str) -> str:
         "FROM moved JOIN batch b ON b.event_id = moved.current_event_id "
         f"WHERE a.event_id = b.event_id AND a.outcome = '{AttemptOutcome.RUNNING}')",
     ]
-    return f"WITH {', '.join(ctes)} SELECT moved.job_id{_notify(transition)} FROM moved"
+    return f"WITH {', '.join(ctes)} SELECT moved.job_id{_notify(transition, many=True)} FROM moved"
 
 
 @named(

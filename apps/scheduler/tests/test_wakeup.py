@@ -26,3 +26,26 @@ def test_seconds_until_the_earliest_pending_job_falls_due():
     assert 55 < seconds_until_due(connection.connection) <= 60
     JobExecution.objects.filter(job_id=later.id).update(next_run_at=timezone.now())
     assert seconds_until_due(connection.connection) <= 0  # overdue: dispatch now
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_of_successes_tells_the_dispatcher_how_many_credits_it_freed(monkeypatch):
+    """One notification per statement (PostgreSQL folds equal ones), whose payload is the count
+    the wake-up adds up to decide when to dispatch (FOLD_CREDITS)."""
+    # Committed submits would be dispatched by their fast path: the test dispatches each itself.
+    monkeypatch.setattr("jobweaver.jobs.services.dispatch_job_now", lambda job_id: None)
+    from jobweaver.engine import executions
+    from jobweaver.engine.claim import DISPATCH_CHANNEL
+    from jobweaver.engine.ledger import AttemptReport
+    from jobweaver.scheduler.tests.factories import started
+    from jobweaver.scheduler.wakeup import _credits, _listen_connection
+
+    claims = [started(submitted_job([{"action": "LOG", "message": "x"}]).id) for _ in range(3)]
+    with _listen_connection() as listener:
+        listener.execute(f"LISTEN {DISPATCH_CHANNEL}")
+        report = AttemptReport(steps_completed=1, log_lines=[])
+        executions.executions_complete([(c.job_id, c.event_id, report) for c in claims])
+        notes = list(listener.notifies(timeout=2, stop_after=2))
+
+    assert [note.payload for note in notes] == ["3"]
+    assert sum(_credits(note) for note in notes) == 3
