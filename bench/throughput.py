@@ -1031,6 +1031,11 @@ def run_pgqueuer(args, bar: Bar) -> dict:
 # --- report -------------------------------------------------------------------------------------
 
 
+# Frames only the executor's threads that run jobs have: the Celery threads of run-job records
+# and the slot threads (apps/executor/slots.py).
+JOB_THREAD_MARKS = ("run_job", "_run_on_slot_thread", "_start_on_slot_thread")
+
+
 def summarise_profile(path: Path, top: int = 12) -> list[str]:
     """py-spy raw (collapsed) stacks of the executor: where its task threads spend their time."""
     if not path.exists():
@@ -1044,8 +1049,8 @@ def summarise_profile(path: Path, top: int = 12) -> list[str]:
     buckets = {connect: 0, query: 0, kafka: 0, "everything else (Python)": 0}
     for line in path.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
-        if not count.isdigit() or "run_job" not in stack:
-            continue  # only the task threads running jobs
+        if not count.isdigit() or not any(mark in stack for mark in JOB_THREAD_MARKS):
+            continue  # only the threads running jobs: the records' and the slots'
         n = int(count)
         total += n
         frames = stack.split(";")
@@ -1064,8 +1069,8 @@ def summarise_profile(path: Path, top: int = 12) -> list[str]:
         else:
             buckets["everything else (Python)"] += n
     if not total:
-        return ["profile: no samples inside run_job"]
-    lines = [f"profile: {total} samples inside run_job on the executor's task threads"]
+        return ["profile: no samples of threads running jobs"]
+    lines = [f"profile: {total} samples of the executor's threads running jobs"]
     for name, n in buckets.items():
         lines.append(f"  {100 * n / total:5.1f}%  {name}")
     lines.append("  top self time (leaf frames):")
