@@ -14,7 +14,7 @@ the PostgreSQL backend serving it, medians of --rounds rounds:
   per job, minus Celery's consumer, request and tracer around it.
 - dispatch: `dispatch_due_jobs` in batches of --batch (4, what the scheduler's wake-up claims
   per dispatch under `make bench`) for N due jobs, to one registered executor with room for all:
-  the lock, the credits, the rules, the claim, its commit and the run_job messages sent and
+  the lock, the credits, the rules, the claim, its commit and the run_jobs records sent and
   confirmed by Kafka. Nothing runs the dispatched jobs, so the deliveries in flight grow to N
   through the round and the credits query counts them all: its PostgreSQL figure is higher
   than under flow control, where they stay within the credits.
