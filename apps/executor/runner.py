@@ -184,8 +184,12 @@ def _free(pool: slots.Slots, count: int) -> None:
 def _sound_connection() -> None:
     """As Django does per request, a broken or old connection is dropped before an attempt, with
     no health-check query: the attempt's statements retry through an outage, as the record's
-    thread does (apps/executor/tasks.py)."""
-    close_old_connections()
+    thread does (apps/executor/tasks.py). Never raises: a slot thread must always end what it
+    took (its record waits for it)."""
+    try:
+        close_old_connections()
+    except Exception:  # the attempt's first statement reconnects (retry_while_database_...)
+        logger.warning("closing a broken database connection failed", exc_info=True)
     connection.health_check_done = True
 
 
