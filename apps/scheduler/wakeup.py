@@ -24,7 +24,12 @@ from django.db import connection
 from jobweaver.conf import settings
 from jobweaver.engine.claim import DISPATCH_CHANNEL
 from jobweaver.scheduler.dispatch import dispatch_due_jobs
-from jobweaver.scheduler.models import ExecutionStatus, JobExecution, status_literal
+from jobweaver.scheduler.models import (
+    ExecutionStatus,
+    ExecutorRegistration,
+    JobExecution,
+    status_literal,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -35,14 +40,23 @@ MAX_WAIT_SECONDS = 1.0
 MIN_WAIT_SECONDS = 0.005
 # Under load attempts keep ending and freeing credits. A dispatch per freed credit claimed only
 # a couple of jobs, each paying a dispatch's fixed cost; a notification now waits up to
-# FOLD_SECONDS for FOLD_CREDITS credits in all, and one dispatch refills them together: fewer
-# claims, less scheduler CPU (bench/NOTES.md). A notification's payload says how many credits
-# its statement freed (an executor's batched successes free several at once, and dispatch at
-# once when they are enough); an empty one counts one. Any notification (a pause lifted, an
-# executor joining) waits at most FOLD_SECONDS more. A quiet stack is unaffected: a submitted
-# job is dispatched by the submit itself.
-FOLD_CREDITS = 3
+# FOLD_SECONDS for half the live executors' window in credits (ARCHITECTURE §4a: slots x
+# prefetch), and one dispatch refills them together: fewer claims, less scheduler and database
+# CPU (bench/NOTES.md). Half, because the executors still hold the other half meanwhile, and so
+# a small executor (one slot, a window of 2) never waits on the fold. A notification's payload
+# says how many credits its statement freed (an executor's batched successes free several at
+# once, and dispatch at once when they are enough); an empty one counts one. Any notification
+# (a pause lifted, an executor joining) waits at most FOLD_SECONDS more. A quiet stack is
+# unaffected: a submitted job is dispatched by the submit itself.
 FOLD_SECONDS = 0.006
+# How often the window (the live executors' slots) is read again while notifications come.
+WINDOW_TTL_SECONDS = 1.0
+
+
+def fold_credits(window: int) -> int:
+    """Pure: how many freed credits a dispatch waits for (at most FOLD_SECONDS), for a window
+    of `window` credits in all: half of it, at least one and at most a dispatch batch."""
+    return max(1, min(window // 2, settings.JOBWEAVER_DISPATCH_BATCH_SIZE))
 
 
 def _credits(notification) -> int:
@@ -74,6 +88,7 @@ class WakeUp(threading.Thread):
                     listener.execute(f"LISTEN {DISPATCH_CHANNEL}")
                     starved = not self._dispatch()  # what freed up while we were not listening
                     due = _NextDue(listener)
+                    window = _Window(listener)
                     while not self.stopping.is_set():
                         until_due = due.seconds()
                         wait = MAX_WAIT_SECONDS
@@ -85,7 +100,8 @@ class WakeUp(threading.Thread):
                         if freed:
                             # Fold the next few credits into the same dispatch (see FOLD_*).
                             deadline = time.monotonic() + FOLD_SECONDS
-                            while freed < FOLD_CREDITS:
+                            fold = fold_credits(window.credits())
+                            while freed < fold:
                                 left = deadline - time.monotonic()
                                 if left <= 0:
                                     break
@@ -94,7 +110,8 @@ class WakeUp(threading.Thread):
                                     for n in listener.notifies(timeout=left, stop_after=1)
                                 )
                         else:
-                            due.forget()  # a quiet moment: read it afresh
+                            due.forget()  # a quiet moment: read them afresh
+                            window.forget()
                         sent = self._dispatch()
                         # Due work left behind means no credit is free: wait for one.
                         starved = not sent and until_due is not None and until_due <= wait
@@ -149,6 +166,38 @@ def seconds_until_due(listener: psycopg.Connection) -> float | None:
         f"FROM {JobExecution._meta.db_table} WHERE status = {pending}"
     ).fetchone()
     return None if row[0] is None else float(row[0])
+
+
+class _Window:
+    """The live executors' window in credits (the slots x JOBWEAVER_DISPATCH_PREFETCH), read at
+    most every WINDOW_TTL_SECONDS: it changes only when an executor joins or leaves."""
+
+    def __init__(self, listener: psycopg.Connection):
+        self.listener = listener
+        self.read_at: float | None = None
+        self.value = 0
+
+    def credits(self) -> int:
+        now = time.monotonic()
+        if self.read_at is None or now - self.read_at > WINDOW_TTL_SECONDS:
+            self.read_at = now
+            self.value = live_slots(self.listener) * settings.JOBWEAVER_DISPATCH_PREFETCH
+        return self.value
+
+    def forget(self) -> None:
+        self.read_at = None
+
+
+def live_slots(listener: psycopg.Connection) -> int:
+    """The slots of the executors the dispatcher may send to (a fresh heartbeat, partitions
+    owned), on the database clock."""
+    row = listener.execute(
+        f"SELECT COALESCE(sum(slots), 0) FROM {ExecutorRegistration._meta.db_table} "
+        "WHERE heartbeat_at > clock_timestamp() - make_interval(secs => %s) "
+        "AND jsonb_array_length(partitions) > 0",
+        [float(settings.JOBWEAVER_WORKER_TTL_SECONDS)],
+    ).fetchone()
+    return int(row[0])
 
 
 _wakeup: WakeUp | None = None

@@ -31,7 +31,7 @@ def test_seconds_until_the_earliest_pending_job_falls_due():
 @pytest.mark.django_db(transaction=True)
 def test_a_batch_of_successes_tells_the_dispatcher_how_many_credits_it_freed(monkeypatch):
     """One notification per statement (PostgreSQL folds equal ones), whose payload is the count
-    the wake-up adds up to decide when to dispatch (FOLD_CREDITS)."""
+    the wake-up adds up to decide when to dispatch (fold_credits)."""
     # Committed submits would be dispatched by their fast path: the test dispatches each itself.
     monkeypatch.setattr("jobweaver.jobs.services.dispatch_job_now", lambda job_id: None)
     from jobweaver.engine import executions
@@ -49,3 +49,26 @@ def test_a_batch_of_successes_tells_the_dispatcher_how_many_credits_it_freed(mon
 
     assert [note.payload for note in notes] == ["3"]
     assert sum(_credits(note) for note in notes) == 3
+
+
+def test_the_window_is_the_live_executors_slots_that_own_partitions():
+    from jobweaver.scheduler.models import ExecutorRegistration
+    from jobweaver.scheduler.wakeup import live_slots
+
+    ExecutorRegistration.objects.all().delete()
+    now = timezone.now()
+    for worker_id, slots, partitions, heartbeat in [
+        ("a:1", 4, [0, 1], now),
+        ("b:2", 3, [2], now),
+        ("c:3", 8, [], now),  # owns no partition yet: nothing is sent to it
+        ("d:4", 16, [3], now - timedelta(hours=1)),  # not live
+    ]:
+        ExecutorRegistration.objects.create(
+            worker_id=worker_id,
+            slots=slots,
+            partitions=partitions,
+            started_at=heartbeat,
+            heartbeat_at=heartbeat,
+        )
+    connection.ensure_connection()
+    assert live_slots(connection.connection) == 7
