@@ -51,8 +51,14 @@ GLOBAL_LIMIT_SCOPE = "GLOBAL_LIMIT"
 
 # Planner settings for the rest of a dispatch transaction (set_config(…, true) is local to it):
 # without bitmap scans, which cannot skip the dead index entries every job leaves behind, and
-# with one generic plan per statement (bench/NOTES.md).
-NO_BITMAP_SCANS = "set_config('enable_bitmapscan', 'off', true)"
+# with one generic plan per statement (bench/NOTES.md). Without sequential scans of the queue's
+# tables either: a plan is kept for as long as the connection, and one made while the table
+# was nearly empty (a new deployment, a new database) read the whole of it on every dispatch
+# once it had grown, until the next ANALYZE (the credits' count of the work in flight did,
+# for every dispatch of a `make bench` round; bench/NOTES.md).
+INDEX_SCANS = (
+    "set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)"
+)
 GENERIC_PLANS = "set_config('plan_cache_mode', 'force_generic_plan', true)"
 
 
@@ -87,7 +93,7 @@ class Rules(Protocol):
 @named("pg_advisory_xact_lock the dispatch, and set its planner settings for the transaction")
 def lock_dispatch(*, planned: bool) -> None:
     """`planned`: a full dispatch also gets the claim's settings here (one round trip less)."""
-    planner = f"{NO_BITMAP_SCANS}, {GENERIC_PLANS}" if planned else NO_BITMAP_SCANS
+    planner = f"{INDEX_SCANS}, {GENERIC_PLANS}" if planned else INDEX_SCANS
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT pg_advisory_xact_lock(%s), {planner}", [DISPATCH_LOCK_KEY])
 
@@ -95,7 +101,7 @@ def lock_dispatch(*, planned: bool) -> None:
 @named("set the planner settings of a claim of the line for the rest of its transaction")
 def dispatch_planning() -> None:
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {NO_BITMAP_SCANS}, {GENERIC_PLANS}")
+        cursor.execute(f"SELECT {INDEX_SCANS}, {GENERIC_PLANS}")
 
 
 @named("SELECT the live executors' credits, the rules' first rows and the queues' settings")

@@ -31,3 +31,27 @@ def test_a_dispatch_of_the_line_costs_a_fixed_number_of_statements(waiting):
     assert {execution_of(job.id).status for job in jobs} == {"DISPATCHED"}
     statements = [q["sql"] for q in queries if q["sql"] not in ("BEGIN", "COMMIT")]
     assert len(statements) == STATEMENTS_PER_DISPATCH, [q[:80] for q in statements]
+
+
+def test_the_credits_read_uses_the_index_of_the_work_in_flight_on_a_nearly_empty_table():
+    """A plan lives as long as its connection. The credits' count of the work in flight,
+    planned while the executions table was nearly empty (a new deployment, a new database),
+    was a sequential scan, and stayed one on every dispatch after the table had grown, until
+    the next ANALYZE. The dispatch transaction plans its statements with index scans only."""
+    from django.db import transaction
+
+    from jobweaver.engine.store import claim as claim_rows
+
+    live_executor(slots=4)
+    submitted_job()
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE jobweaver_scheduler_jobexecution")  # the statistics: one row
+
+    with transaction.atomic():
+        claim_rows.lock_dispatch(planned=True)
+        with connection.cursor() as cursor:
+            cursor.execute(f"EXPLAIN {claim_rows._credits_sql(prefetch=2, ttl_seconds=15.0)}")
+            plan = "\n".join(line for (line,) in cursor.fetchall())
+
+    assert "Seq Scan on jobweaver_scheduler_jobexecution" not in plan, plan
+    assert "jw_execution_live_leases" in plan, plan
