@@ -328,6 +328,19 @@ def _fenced_sql(
     )
 
 
+# A batch statement's rows over executions `e` and the batch `b` (parameters: the job ids, then
+# the from-states), written so that every plan, custom or generic, probes the unique job_id
+# index per id: the ids again as an array, the token compared by a non-strict operator and the
+# states tested inside a CASE, which the planner does not read to pick an index. A plan through
+# a partial index of in-flight rows or live tokens read all of it, the entries earlier jobs left
+# dead included: generic plans did with a plain status test, custom plans too (bench/NOTES.md).
+_BATCH_ROWS = (
+    "e.job_id = ANY(%s::uuid[]) AND e.job_id = b.job_id "
+    "AND e.current_event_id IS NOT DISTINCT FROM b.event_id "
+    "AND CASE WHEN e.status = ANY(%s::varchar[]) THEN true ELSE false END"
+)
+
+
 # What a started execution tells its executor (executions.Started's fields), then the
 # start's wait for the metric.
 @cache
@@ -394,15 +407,7 @@ def _start_many_sql(name: str) -> str:
         f"moved AS (UPDATE {table} e SET {_moving(transition, 'clock.now')}, "
         "started_at = clock.now, worker_id = %s, attempt_count = e.attempt_count + 1, "
         "lease_expires_at = clock.now + %s "
-        # The job ids again as an array, the from-states as a parameter and the token compared
-        # by a non-strict operator (the batch's tokens are never null): then no partial index
-        # of DISPATCHED/RUNNING rows or of live tokens is provably usable, and the one plan is
-        # an index probe per id (the unique job_id index). Otherwise the prepared statement's
-        # generic plan scanned jw_execution_live_leases or jw_execution_live_token whole,
-        # dead entries included, every time (bench/NOTES.md).
-        "FROM clock, batch b WHERE e.job_id = ANY(%s::uuid[]) "
-        "AND e.job_id = b.job_id AND e.current_event_id IS NOT DISTINCT FROM b.event_id "
-        "AND e.status = ANY(%s::varchar[]) AND e.queue_name = ANY(%s) "
+        f"FROM clock, batch b WHERE {_BATCH_ROWS} AND e.queue_name = ANY(%s) "
         f"RETURNING {_execution_columns('e')}, clock.now AS db_now)",
         f"opened AS ({attempts.open_many_step()})",
     ]
@@ -516,15 +521,7 @@ def _complete_many_sql(name: str) -> str:
         # never hold the same row; the rescue and the cancels skip or take one row at a time.
         f"moved AS (UPDATE {table} e SET {_moving(transition, 'clock.now')}, "
         f"{_COMPLETED_ASSIGNMENTS} "
-        # The job ids again as an array, the from-states as a parameter and the token compared
-        # by a non-strict operator (the batch's tokens are never null): then no partial index
-        # of DISPATCHED/RUNNING rows or of live tokens is provably usable, and the one plan is
-        # an index probe per id (the unique job_id index). Otherwise the prepared statement's
-        # generic plan scanned jw_execution_live_leases or jw_execution_live_token whole,
-        # dead entries included, every time (bench/NOTES.md).
-        "FROM clock, batch b WHERE e.job_id = ANY(%s::uuid[]) "
-        "AND e.job_id = b.job_id AND e.current_event_id IS NOT DISTINCT FROM b.event_id "
-        "AND e.status = ANY(%s::varchar[]) "
+        f"FROM clock, batch b WHERE {_BATCH_ROWS} "
         "RETURNING e.job_id, e.current_event_id, e.attempt_count, clock.now AS db_now)",
         *(f"event{index} AS ({sql})" for index, sql in enumerate(events)),
         f"closed AS (UPDATE {attempts_table} a SET outcome = '{AttemptOutcome.SUCCESS}', "
