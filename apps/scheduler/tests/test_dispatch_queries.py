@@ -55,3 +55,40 @@ def test_the_credits_read_uses_the_index_of_the_work_in_flight_on_a_nearly_empty
 
     assert "Seq Scan on jobweaver_scheduler_jobexecution" not in plan, plan
     assert "jw_execution_live_leases" in plan, plan
+
+
+def test_the_claim_reads_the_line_in_its_index_order_when_the_statistics_saw_no_backlog():
+    """The claim's plan outlives the statistics it was made with. Made while they saw no
+    waiting work, it found any partial index of PENDING rows as good as the line's, and one
+    that needs a sort reads the whole backlog on every dispatch once one has come. Under the
+    dispatch's planner settings the claim takes its order from jw_execution_due_work."""
+    from django.db import transaction
+
+    from jobweaver.engine.store import claim as claim_rows
+    from jobweaver.jobs.services import job_submit_batch
+    from jobweaver.jobs.validation import parse_job_request
+    from jobweaver.scheduler.models import JobExecution
+
+    spec = parse_job_request(
+        {"jobType": "SIMULATION", "payload": {"steps": [{"action": "LOG", "message": "x"}]}}
+    )
+    job_submit_batch(specs=[spec] * 500)
+    JobExecution.objects.update(status="COMPLETED")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE jobweaver_scheduler_jobexecution")  # no waiting work in sight
+    job_submit_batch(specs=[spec] * 50)  # the backlog that came after (no executor: no fast path)
+    live_executor(slots=4, queues=["default"])  # one queue: the claim of the one line
+    with CaptureQueriesContext(connection) as queries:
+        assert dispatch_due_jobs(publish=lambda deliveries: None)
+    (claim_sql,) = [q["sql"] for q in queries if "FOR UPDATE SKIP LOCKED" in q["sql"]]
+
+    with transaction.atomic():
+        claim_rows.lock_dispatch(planned=True)
+        with connection.cursor() as cursor:
+            cursor.execute(f"EXPLAIN {claim_sql}")
+            plan = "\n".join(line for (line,) in cursor.fetchall())
+
+    # The line's rows come in index order: no sort of the table's rows (the numbering's sort of
+    # the claimed few, over the CTE, stays).
+    assert "Index Scan using jw_execution_due_work" in plan, plan
+    assert "Sort Key: jobweaver_scheduler_jobexecution." not in plan, plan
