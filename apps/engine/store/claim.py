@@ -59,15 +59,7 @@ GLOBAL_LIMIT_SCOPE = "GLOBAL_LIMIT"
 INDEX_SCANS = (
     "set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)"
 )
-# A claim of the line takes its order from jw_execution_due_work, whatever the statistics
-# say: a plan made while they saw no waiting work (a new database; a queue between bursts)
-# found any partial index of PENDING rows as good, and one with a sort of all of them read the
-# whole backlog on every dispatch once one had come (bench/NOTES.md). Sorts over a CTE's
-# rows (the claim's numbering, the limits' ranks) have no alternative and stay.
-CLAIM_PLANS = (
-    "set_config('plan_cache_mode', 'force_generic_plan', true), "
-    "set_config('enable_sort', 'off', true)"
-)
+GENERIC_PLANS = "set_config('plan_cache_mode', 'force_generic_plan', true)"
 
 
 class Allowance(Protocol):
@@ -101,7 +93,7 @@ class Rules(Protocol):
 @named("pg_advisory_xact_lock the dispatch, and set its planner settings for the transaction")
 def lock_dispatch(*, planned: bool) -> None:
     """`planned`: a full dispatch also gets the claim's settings here (one round trip less)."""
-    planner = f"{INDEX_SCANS}, {CLAIM_PLANS}" if planned else INDEX_SCANS
+    planner = f"{INDEX_SCANS}, {GENERIC_PLANS}" if planned else INDEX_SCANS
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT pg_advisory_xact_lock(%s), {planner}", [DISPATCH_LOCK_KEY])
 
@@ -109,7 +101,7 @@ def lock_dispatch(*, planned: bool) -> None:
 @named("set the planner settings of a claim of the line for the rest of its transaction")
 def dispatch_planning() -> None:
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {INDEX_SCANS}, {CLAIM_PLANS}")
+        cursor.execute(f"SELECT {INDEX_SCANS}, {GENERIC_PLANS}")
 
 
 @named("SELECT the live executors' credits, the rules' first rows and the queues' settings")
