@@ -190,6 +190,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="run every side this many times, in turn, and print the medians (default 3)",
     )
     parser.add_argument(
+        "--history",
+        type=int,
+        default=0,
+        help="jobs run through each round's stack of ours, then ANALYZE, before its clock "
+        "starts: a running system's tables, not a new database's (default 0)",
+    )
+    parser.add_argument(
         "--warm-up-jobs",
         type=int,
         default=25_000,
@@ -404,6 +411,19 @@ class Client:
         return [item["jobId"] for item in response.json()["jobs"]]
 
 
+def run_history(client: Client, n: int) -> None:
+    """--history: n jobs through the round's stack before its clock starts, then ANALYZE, as
+    autovacuum would: the round then measures tables that hold history, under statistics that
+    saw none of the round's backlog, as a running system between bursts does. Without it a
+    round measures a new database's first seconds (bench/NOTES.md has both)."""
+    from django.db import connection
+
+    ids = [j for count in [1000] * (n // 1000) + [n % 1000] if count for j in client.post(count)]
+    wait_completed(ids, timeout=max(60, n / 50))
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+
+
 def execution_counts(baseline: dict[str, int] | None = None) -> dict[str, int]:
     """Executions by status (one sequential scan, no join: cheap enough to poll), minus
     `baseline` (the counts before the measured jobs were submitted)."""
@@ -576,6 +596,8 @@ def _run_ours(args, bar: Bar) -> dict:
                 for j in ids
             ]
         wait_completed(warm)
+        if args.history:
+            run_history(client, args.history)
         time.sleep(1)  # let the warm-up's outbox events and acks settle
 
         executor_pids = [p.pid for p in processes if p.role == "executor"]
