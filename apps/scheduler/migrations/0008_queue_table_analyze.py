@@ -1,0 +1,26 @@
+"""Autoanalyze tuned for a queue table: the claim's plan is chosen by the statistics of the
+last ANALYZE. When that ANALYZE saw (almost) no waiting work, any partial index of PENDING rows
+looks as good as the line's, and a plan through one reads and sorts the whole backlog on
+every dispatch once a burst has come; a new ANALYZE that sees the backlog replans it. By
+default autoanalyze waits for 10% of the table to change, which on a table with history can be
+more than any burst. Analyze after 1,000 changed rows instead, whatever the table's size
+(bench/NOTES.md)."""
+
+from django.db import migrations
+
+TABLE = "jobweaver_scheduler_jobexecution"
+SETTINGS = "autovacuum_analyze_scale_factor = 0, autovacuum_analyze_threshold = 1000"
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("jobweaver_scheduler", "0007_live_token_in_flight"),
+    ]
+
+    operations = [
+        migrations.RunSQL(
+            f"ALTER TABLE {TABLE} SET ({SETTINGS})",
+            f"ALTER TABLE {TABLE} RESET "
+            "(autovacuum_analyze_scale_factor, autovacuum_analyze_threshold)",
+        ),
+    ]
