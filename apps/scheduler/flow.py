@@ -43,6 +43,10 @@ def executor_deregister(*, worker_id: str) -> None:
     ExecutorRegistration.objects.filter(worker_id=worker_id).delete()
 
 
+# What "live" means, on the database clock (parameter: JOBWEAVER_WORKER_TTL_SECONDS).
+LIVE = "heartbeat_at > clock_timestamp() - make_interval(secs => %s)"
+
+
 def live_executors() -> list[ExecutorRegistration]:
     """Executors whose heartbeat is fresh, on the database clock."""
     # Named columns, not *: a prepared statement's result must keep its shape across migrations.
@@ -50,8 +54,18 @@ def live_executors() -> list[ExecutorRegistration]:
     return list(
         ExecutorRegistration.objects.raw(
             f"SELECT {columns} FROM {ExecutorRegistration._meta.db_table} "
-            "WHERE heartbeat_at > clock_timestamp() - make_interval(secs => %s) "
-            "ORDER BY worker_id",
+            f"WHERE {LIVE} ORDER BY worker_id",
             [settings.JOBWEAVER_WORKER_TTL_SECONDS],
         )
     )
+
+
+def live_slots(conn) -> int:
+    """The slots of the live executors the dispatcher may send to (those owning partitions),
+    read on `conn`, a psycopg connection (the dispatcher's wake-up reads it on its own)."""
+    row = conn.execute(
+        f"SELECT COALESCE(sum(slots), 0) FROM {ExecutorRegistration._meta.db_table} "
+        f"WHERE {LIVE} AND jsonb_array_length(partitions) > 0",
+        [float(settings.JOBWEAVER_WORKER_TTL_SECONDS)],
+    ).fetchone()
+    return int(row[0])

@@ -24,12 +24,8 @@ from django.db import connection
 from jobweaver.conf import settings
 from jobweaver.engine.claim import DISPATCH_CHANNEL
 from jobweaver.scheduler.dispatch import dispatch_due_jobs
-from jobweaver.scheduler.models import (
-    ExecutionStatus,
-    ExecutorRegistration,
-    JobExecution,
-    status_literal,
-)
+from jobweaver.scheduler.flow import live_slots
+from jobweaver.scheduler.models import ExecutionStatus, JobExecution, status_literal
 
 logger = logging.getLogger(__name__)
 
@@ -186,18 +182,6 @@ class _Window:
 
     def forget(self) -> None:
         self.read_at = None
-
-
-def live_slots(listener: psycopg.Connection) -> int:
-    """The slots of the executors the dispatcher may send to (a fresh heartbeat, partitions
-    owned), on the database clock."""
-    row = listener.execute(
-        f"SELECT COALESCE(sum(slots), 0) FROM {ExecutorRegistration._meta.db_table} "
-        "WHERE heartbeat_at > clock_timestamp() - make_interval(secs => %s) "
-        "AND jsonb_array_length(partitions) > 0",
-        [float(settings.JOBWEAVER_WORKER_TTL_SECONDS)],
-    ).fetchone()
-    return int(row[0])
 
 
 _wakeup: WakeUp | None = None

@@ -52,8 +52,8 @@ def test_a_batch_of_successes_tells_the_dispatcher_how_many_credits_it_freed(mon
 
 
 def test_the_window_is_the_live_executors_slots_that_own_partitions():
+    from jobweaver.scheduler.flow import live_slots
     from jobweaver.scheduler.models import ExecutorRegistration
-    from jobweaver.scheduler.wakeup import live_slots
 
     ExecutorRegistration.objects.all().delete()
     now = timezone.now()
