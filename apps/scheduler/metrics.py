@@ -30,7 +30,7 @@ from jobweaver.conf import settings
 from jobweaver.core.kafka import RUN_JOB, SCHEDULER, common_config, topic_name
 from jobweaver.engine.claim import credits as claim_credits
 from jobweaver.scheduler import flow
-from jobweaver.scheduler.models import ExecutionStatus, JobExecution
+from jobweaver.scheduler.models import PENDING_DUE_ROWS, ExecutionStatus, JobExecution
 from jobweaver.scheduler.selectors import queue_due_work, waiting_queues
 
 logger = logging.getLogger(__name__)
@@ -45,14 +45,14 @@ _lag_reading: tuple[float, tuple | KafkaException] | None = None
 OLDEST_DUE_SQL = (
     "SELECT EXTRACT(EPOCH FROM clock_timestamp() - min(next_run_at)) "
     f"FROM {JobExecution._meta.db_table} "
-    "WHERE status = %s AND next_run_at <= (SELECT clock_timestamp())"
+    f"WHERE {PENDING_DUE_ROWS} AND next_run_at <= (SELECT clock_timestamp())"
 )
 
 
 def oldest_due_seconds() -> float:
     """Age of the oldest PENDING execution that is due (0 when none waits), database clock."""
     with connection.cursor() as cursor:
-        cursor.execute(OLDEST_DUE_SQL, [ExecutionStatus.PENDING])
+        cursor.execute(OLDEST_DUE_SQL)
         (age,) = cursor.fetchone()
     return max(float(age or 0), 0.0)
 

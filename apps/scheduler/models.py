@@ -25,6 +25,14 @@ def status_literal(status: str) -> str:
     return f"'{ExecutionStatus(status).value}'"
 
 
+# The rows of jw_execution_pending_due, as its readers (the wake-up, the gauges) must say
+# them. `priority >= 0` holds for every row (a CHECK constraint): it is in the predicate only so
+# that a statement must name it to read the index. The claim never does, so it cannot plan
+# through this index: with statistics that saw no waiting work, a claim read it whole and
+# sorted it, the whole backlog on every dispatch (bench/NOTES.md).
+PENDING_DUE_ROWS = f"status = {status_literal(ExecutionStatus.PENDING)} AND priority >= 0"
+
+
 class JobExecution(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     job = models.OneToOneField(
@@ -133,11 +141,12 @@ class JobExecution(models.Model):
                     current_event_id__isnull=False, status__in=["DISPATCHED", "RUNNING"]
                 ),
             ),
-            # The earliest waiting due time: the dispatcher's wake-up sleeps until then.
+            # The earliest waiting due time: the dispatcher's wake-up sleeps until then. Read
+            # only by statements that say PENDING_DUE_ROWS, never by the claim.
             models.Index(
                 "next_run_at",
                 name="jw_execution_pending_due",
-                condition=models.Q(status="PENDING"),
+                condition=models.Q(status="PENDING", priority__gte=0),
             ),
             models.Index(
                 "lease_expires_at",
@@ -160,18 +169,22 @@ class JobExecution(models.Model):
                     status__in=["DISPATCHED", "RUNNING"], concurrency_key__isnull=False
                 ),
             ),
+            # Only rows ever dispatched: the rate's window implies that, and a re-key's read of
+            # the keyed work that waits (which does not) cannot plan through the keyed history.
             models.Index(
                 "dispatched_at",
                 "concurrency_key",
                 name="jw_execution_key_dispatched",
-                condition=models.Q(concurrency_key__isnull=False),
+                condition=models.Q(concurrency_key__isnull=False, dispatched_at__isnull=False),
             ),
             # The per-user cap: one user's waiting executions (their in-flight ones are few and
-            # come from jw_execution_live_leases).
+            # come from jw_execution_live_leases). Only owned rows: a user's count implies
+            # that, and the claim, which does not, cannot plan through this index (as for
+            # jw_execution_pending_due).
             models.Index(
                 "submitted_by",
                 name="jw_execution_pending_by_user",
-                condition=models.Q(status="PENDING"),
+                condition=models.Q(status="PENDING", submitted_by__isnull=False),
             ),
             # Retention prunes finished executions oldest first (apps/scheduler/retention.py).
             models.Index(

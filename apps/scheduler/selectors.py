@@ -15,6 +15,7 @@ from jobweaver.core.timeutil import iso
 from jobweaver.scheduler.flow import live_executors
 from jobweaver.scheduler.models import (
     DEFAULT_QUEUE_WEIGHT,
+    PENDING_DUE_ROWS,
     ConcurrencyLimit,
     ExecutionStatus,
     ExecutorRegistration,
@@ -64,8 +65,7 @@ def queue_due_work() -> dict[str, tuple[int, float]]:
             SELECT queue_name, count(*),
                 GREATEST(EXTRACT(EPOCH FROM clock_timestamp() - min(next_run_at)), 0)
             FROM {table}
-            WHERE status = {status_literal(ExecutionStatus.PENDING)}
-                AND next_run_at <= (SELECT clock_timestamp())
+            WHERE {PENDING_DUE_ROWS} AND next_run_at <= (SELECT clock_timestamp())
             GROUP BY queue_name
             """
         )

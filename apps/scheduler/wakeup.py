@@ -25,7 +25,7 @@ from jobweaver.conf import settings
 from jobweaver.engine.claim import DISPATCH_CHANNEL
 from jobweaver.scheduler.dispatch import dispatch_due_jobs
 from jobweaver.scheduler.flow import live_slots
-from jobweaver.scheduler.models import ExecutionStatus, JobExecution, status_literal
+from jobweaver.scheduler.models import PENDING_DUE_ROWS, JobExecution
 
 logger = logging.getLogger(__name__)
 
@@ -155,11 +155,10 @@ class _NextDue:
 def seconds_until_due(listener: psycopg.Connection) -> float | None:
     """Seconds until the earliest PENDING execution falls due (negative: overdue), on the
     database clock; None when nothing waits. One index lookup (jw_execution_pending_due)."""
-    # The status in the text, not a parameter: the prepared statement is then planned once.
-    pending = status_literal(ExecutionStatus.PENDING)
+    # The rows in the text, not parameters: the prepared statement is then planned once.
     row = listener.execute(
         f"SELECT EXTRACT(EPOCH FROM min(next_run_at) - clock_timestamp()) "
-        f"FROM {JobExecution._meta.db_table} WHERE status = {pending}"
+        f"FROM {JobExecution._meta.db_table} WHERE {PENDING_DUE_ROWS}"
     ).fetchone()
     return None if row[0] is None else float(row[0])
 

@@ -5,10 +5,13 @@ scheduler and PostgreSQL pay for and that the next credit waits behind."""
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from jobweaver.jobs.models import Job
 from jobweaver.scheduler.dispatch import dispatch_due_jobs
+from jobweaver.scheduler.models import JobExecution
 from jobweaver.scheduler.tests.factories import execution_of, live_executor, submitted_job
 
 # The dispatch lock with the planner settings of the transaction; the credits with the rules
@@ -69,3 +72,39 @@ def test_the_executions_table_is_analyzed_after_a_hundredth_of_it_changed():
         (options,) = cursor.fetchone()
 
     assert "autovacuum_analyze_scale_factor=0.01" in options
+
+
+def test_the_claim_reads_the_line_under_statistics_that_saw_no_waiting_work():
+    """A burst after a quiet spell: the last ANALYZE saw only finished work. A plan may read
+    any index whose predicate the claim's conditions imply, and the claim then read another
+    partial index of PENDING rows whole and sorted it: the whole backlog on every dispatch.
+    Only the line (jw_execution_due_work) is an index the claim can read; it reads the line in
+    its order, with no sort before the lock."""
+    owner = get_user_model().objects.create_user("alice")
+    for _ in range(10):
+        submitted_job()
+    JobExecution.objects.update(status="COMPLETED")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE jobweaver_scheduler_jobexecution")  # no PENDING row
+    for _ in range(20):
+        Job.objects.filter(pk=submitted_job().pk).update(submitted_by=owner)
+    JobExecution.objects.filter(status="PENDING").update(submitted_by=owner)
+    live_executor(slots=2, queues=["default"])  # one queue: one claim of the one line
+
+    plans: list[str] = []
+
+    def explained(execute, sql, params, many, context):
+        if "SKIP LOCKED" in sql:
+            raw = context["cursor"].cursor  # the driver's: not through this wrapper again
+            raw.execute(f"EXPLAIN {sql}", params)
+            plans.append("\n".join(line for (line,) in raw.fetchall()))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(explained):
+        assert len(dispatch_due_jobs(publish=[].extend)) == 4
+
+    (plan,) = plans
+    line = plan.split("LockRows")[1]
+    assert "jw_execution_due_work" in line, plan
+    assert "Sort" not in line.split("Index Scan")[0], plan
+    assert "pending_by_user" not in plan and "pending_due" not in plan, plan
