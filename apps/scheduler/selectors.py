@@ -12,7 +12,7 @@ from django.db.models.functions import Coalesce
 from jobweaver.accounts.selectors import holds
 from jobweaver.conf import settings
 from jobweaver.core.timeutil import iso
-from jobweaver.scheduler.flow import live_executors
+from jobweaver.scheduler.flow import LIVE, live_executors
 from jobweaver.scheduler.models import (
     DEFAULT_QUEUE_WEIGHT,
     PENDING_DUE_ROWS,
@@ -162,8 +162,7 @@ def queue_counts() -> dict:
         "running_now": count(executions.filter(status__in=IN_FLIGHT)),
         "executors_now": RawSQL(
             f"SELECT count(*) FROM {registrations} r WHERE jsonb_exists(r.queues, "
-            f"{Queue._meta.db_table}.name) AND r.heartbeat_at > clock_timestamp() - "
-            "make_interval(secs => %s)",
+            f"{Queue._meta.db_table}.name) AND r.{LIVE}",
             [settings.JOBWEAVER_WORKER_TTL_SECONDS],
         ),
         "paused_now": Exists(Pause.objects.filter(scope=PauseScope.QUEUE, name=OuterRef("name"))),
