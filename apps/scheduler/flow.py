@@ -13,7 +13,7 @@ from django.db import connection
 
 from jobweaver.conf import settings
 from jobweaver.engine.claim import notify_dispatch
-from jobweaver.scheduler.models import ExecutorRegistration
+from jobweaver.scheduler.models import ExecutorRegistration, live_registration
 
 
 def executor_heartbeat(
@@ -44,7 +44,7 @@ def executor_deregister(*, worker_id: str) -> None:
 
 
 # What "live" means, on the database clock (parameter: JOBWEAVER_WORKER_TTL_SECONDS).
-LIVE = "heartbeat_at > clock_timestamp() - make_interval(secs => %s)"
+LIVE = live_registration()
 
 
 def live_executors() -> list[ExecutorRegistration]:

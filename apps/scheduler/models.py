@@ -203,6 +203,14 @@ class JobExecution(models.Model):
         return self.status in TERMINAL_STATUSES
 
 
+def live_registration(ttl_seconds: float | None = None) -> str:
+    """What "live" means for an executor's registration, on the database clock: a heartbeat
+    within JOBWEAVER_WORKER_TTL_SECONDS, given as a parameter (None) or written in (a value
+    from the settings, never input). The dispatcher's credits and the queues' views share it."""
+    ttl = "%s" if ttl_seconds is None else repr(float(ttl_seconds))
+    return f"heartbeat_at > clock_timestamp() - make_interval(secs => {ttl})"
+
+
 class ExecutorRegistration(models.Model):
     """A live executor process and its capacity (ARCHITECTURE §4a).
 

@@ -31,6 +31,7 @@ from jobweaver.scheduler.models import (
     JobExecution,
     Pause,
     Queue,
+    live_registration,
     status_literal,
 )
 
@@ -150,12 +151,6 @@ def credits(*, prefetch: int, ttl_seconds: float) -> list:
         return cursor.fetchall()
 
 
-def _live_filter_sql(ttl_seconds: float | None = None) -> str:
-    """What "live" means, on the database clock: the TTL as a parameter, or written in."""
-    ttl = "%s" if ttl_seconds is None else repr(float(ttl_seconds))
-    return f"heartbeat_at > clock_timestamp() - make_interval(secs => {ttl})"
-
-
 @functools.lru_cache(maxsize=8)
 def _credits_sql(prefetch: int, ttl_seconds: float) -> str:
     """The credits' SQL with its values (settings, never input) and the statuses written in:
@@ -171,7 +166,7 @@ def _credits_sql(prefetch: int, ttl_seconds: float) -> str:
             WHERE status IN ({_IN_FLIGHT})
             GROUP BY worker_id
         ) f USING (worker_id)
-        WHERE r.{_live_filter_sql(ttl_seconds)}
+        WHERE r.{live_registration(ttl_seconds)}
           AND jsonb_array_length(r.partitions) > 0
         ORDER BY r.worker_id
         """
