@@ -100,6 +100,10 @@ DEFAULTS: dict[str, object] = {
     "JOBWEAVER_EXECUTOR_MAX_MEMORY_PER_CHILD_MB": 0,
     # Issue 34: at most this many successes in one statement of an executor's writer.
     "JOBWEAVER_EXECUTOR_WRITE_BATCH": 100,
+    # Issue 34: how long an attempt taken from a busy executor's line may run before its start
+    # is written; one that succeeds sooner writes its start with its ending. 0: every start is
+    # written before the work.
+    "JOBWEAVER_EXECUTOR_START_DELAY_MS": 0,
     "JOBWEAVER_HARD_TIMEOUT_GRACE_SECONDS": 10.0,
     "JOBWEAVER_LOG_LEVEL": "INFO",
     # Probes and metrics.

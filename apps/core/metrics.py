@@ -85,7 +85,8 @@ START_WAIT = Histogram(
 )
 WRITE_BATCH = Histogram(
     "jobweaver_executor_write_batch_size",
-    "Claims (start) or successes (complete) an executor wrote in one statement (group commit)",
+    "Claims (start), successes (complete), or successes with their start (start_and_complete) "
+    "an executor wrote in one statement (group commit)",
     ["kind"],
     buckets=(1, 2, 4, 8, 16, 32, 64, 128),
 )

@@ -12,6 +12,8 @@
     retry | dead_letter | ...      execution_lose                           (rescuer, lost lease)
     redeliver                      execution_redeliver, executions_unsend   (rescuer, dispatcher)
     hold                           executions_hold                          (worker, waiting)
+    accept                         executions_accept                        (worker, its line)
+    start + complete               executions_start_and_complete            (fenced per row, one)
     recall                         executions_recall                        (operator's pause)
     operator_retry, cancel,        execution_retry, execution_cancel,       (operator)
     request_cancel, run_now        execution_run_now
@@ -43,6 +45,7 @@ from jobweaver.engine.mover import (
     events_written,
     move_fenced,
     move_fenced_many,
+    move_fenced_many_through,
     move_row,
     move_set,
 )
@@ -346,9 +349,11 @@ def execution_release(
     return True
 
 
-def executions_hold(event_ids: list[uuid.UUID]) -> int:
-    """Renew the dispatch lease of deliveries an executor has received and will start when a
-    slot frees, so waiting behind long jobs is never taken for a loss."""
+def executions_hold(event_ids: list[uuid.UUID], *, executor_id: str) -> int:
+    """Renew the dispatch lease of deliveries the executor `executor_id` has received and will
+    start when a slot frees, so waiting behind long jobs is never taken for a loss (the ones it
+    accepted: the attempt's lease, JOBWEAVER_LEASE_SECONDS; one another executor accepted is
+    left to that one)."""
     if not event_ids:
         return 0
     return move_set(
@@ -357,9 +362,89 @@ def executions_hold(event_ids: list[uuid.UUID]) -> int:
         statement=lambda transition: execution_rows.executions_hold(
             transition,
             event_ids=event_ids,
+            executor_id=executor_id,
             lease=seconds(settings.JOBWEAVER_DISPATCH_TIMEOUT_SECONDS),
+            accepted_lease=seconds(settings.JOBWEAVER_LEASE_SECONDS),
         ),
     )
+
+
+class Accepted(NamedTuple):
+    """What the executor needs of a delivery it accepted (`executions_accept`): what a start
+    would tell it, and how often the job was sent again without an attempt."""
+
+    attempt: int  # the attempt it will be, once started
+    job_type: str
+    instruction: dict
+    trace_id: str
+    traceparent: str
+    timeout_seconds: int
+    hard_timeout_seconds: int | None
+    workflow_id: uuid.UUID | None
+    redelivery_count: int
+
+
+def executions_accept(
+    deliveries: list[tuple[uuid.UUID, uuid.UUID]], *, executor_id: str, serves: list[str]
+) -> dict[tuple[uuid.UUID, uuid.UUID], Accepted]:
+    """The executor `executor_id` takes these DISPATCHED deliveries (job id, event id) into its
+    line, in one statement, each row fenced by its own token: from now on no other executor
+    starts them (a duplicate record after a rebalance is refused), and their lease is the
+    attempt's (JOBWEAVER_LEASE_SECONDS, renewed by `executions_hold`), so the rescue sends them
+    again soon after this executor died. {(job id, event id): Accepted} for the ones accepted;
+    a stale token, an unserved queue or a delivery another executor accepted changes
+    nothing."""
+    rows = move_fenced_many(
+        "accept",
+        actor=WORKER,
+        statement=lambda transition: list(
+            execution_rows.executions_accept(
+                transition,
+                deliveries=deliveries,
+                executor_id=executor_id,
+                lease=seconds(settings.JOBWEAVER_LEASE_SECONDS),
+                serves=serves,
+            ).items()
+        ),
+    )
+    return {delivery: Accepted(*fields) for delivery, fields in rows}
+
+
+def executions_start_and_complete(
+    completions: list[tuple[uuid.UUID, uuid.UUID, str, float, AttemptReport]],
+) -> set:
+    """Start and complete, in one statement, deliveries an executor accepted and ran before
+    their start was written — (job id, event id, worker id, seconds it ran, report) each, the
+    workers of one executor process — each row fenced by its own token: DISPATCHED → RUNNING
+    → COMPLETED (both transitions counted), the attempt recorded SUCCESS whole, the
+    JobCompleted event. Returns the job ids completed; a refused row changes nothing (the job
+    was cancelled, or the rescue took it). Not for a workflow's job (§16)."""
+    executor_id = completions[0][2].rpartition(":")[0]
+    assert all(c[2].rpartition(":")[0] == executor_id for c in completions), "one process"
+    rows = [
+        {
+            "job_id": job_id,
+            "event_id": event_id,
+            "worker_id": worker_id,
+            "ran": ran,
+            "steps_completed": report.steps_completed,
+            "total_steps": report.total_steps,
+            "log_lines": None if report.log_lines is None else list(report.log_lines),
+            "result": report.result,
+        }
+        for job_id, event_id, worker_id, ran, report in completions
+    ]
+    completed = move_fenced_many_through(
+        ("start", "complete"),
+        actor=WORKER,
+        statement=lambda start, complete: execution_rows.executions_start_and_complete(
+            start, complete, completions=rows, executor_id=executor_id
+        ),
+    )
+    for _, waited in completed:
+        metrics.count_on_commit(lambda waited=waited: metrics.START_WAIT.observe(waited))
+        ledger.count_attempt(AttemptOutcome.SUCCESS)
+    return {job_id for job_id, _ in completed}
 
 
 # --- decisions on a locked row ------------------------------------------------------------------
@@ -668,11 +753,13 @@ __all__ = [
     "execution_run_now",
     "execution_should_stop",
     "execution_snooze",
+    "executions_accept",
     "executions_complete",
     "executions_create",
     "executions_hold",
     "executions_lock_expired",
     "executions_recall",
     "executions_start",
+    "executions_start_and_complete",
     "executions_unsend",
 ]

@@ -17,6 +17,7 @@ given is refused, so no path can forget one.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -126,6 +127,25 @@ def move_fenced_many(name: str, *, actor: Actor, statement: Callable[[Transition
     if moved:
         _count(transition, len(moved))
         if transition.events:
+            events_written()
+    return moved
+
+
+def move_fenced_many_through(
+    names: tuple[str, ...], *, actor: Actor, statement: Callable[..., list]
+) -> list:
+    """`move_fenced_many` for rows that go through several transitions in one statement (each
+    from the state the one before left): `statement` is given the transitions, in order, and
+    writes the bookkeeping of all of them; each is counted, the events of each written."""
+    transitions = [_transition(name, actor) for name in names]
+    for before, after in itertools.pairwise(transitions):
+        assert before.target in after.sources, f"{after.name} does not follow {before.name}"
+    assert all(t.fenced for t in transitions), names
+    moved = statement(*transitions)
+    if moved:
+        for transition in transitions:
+            _count(transition, len(moved))
+        if any(t.events for t in transitions):
             events_written()
     return moved
 

@@ -66,6 +66,8 @@ TRANSITIONS: dict[str, Transition] = {
         _t("dispatch", {S.PENDING}, S.DISPATCHED, DISPATCHER, fenced=False),
         # The executor holding the delivery renews its dispatch lease while it waits for a slot.
         _t("hold", {S.DISPATCHED}, S.DISPATCHED, WORKER, fenced=True),
+        # The executor takes a delivery it will run from its line: no other may start it now.
+        _t("accept", {S.DISPATCHED}, S.DISPATCHED, WORKER, fenced=True),
         # The dispatch lease expired before any worker started the delivery (its executor
         # stopped, or the message was lost), the publish failed, or the executor holding it
         # shuts down before a slot freed: sent again with a fresh token, no attempt recorded,

@@ -42,7 +42,8 @@ NEW_PARTITION_SETTLE_SECONDS = 0.2
 
 def _waiting_event_ids() -> list[str]:
     """Event ids of deliveries this process holds and has not started: those of the records
-    Celery reserved, and those of the running records still waiting for a slot (slots.py)."""
+    Celery reserved, those of the running records still waiting for a slot (slots.py), and
+    those running before their start was written (runner.AttemptRunner)."""
     for _ in range(3):  # the WeakSet may change while we copy it; try again
         try:
             requests = list(worker_state.reserved_requests)
@@ -51,7 +52,8 @@ def _waiting_event_ids() -> list[str]:
             continue
     else:
         requests = []
-    waiting = [str(event_id) for _, event_id, _ in slots.waiting()]
+    waiting = [str(one.event_id) for one in slots.waiting()]
+    waiting += [str(event_id) for event_id in slots.unstarted()]
     for request in requests:
         if request.name == RUN_JOBS_TASK and len(request.args) == 1:
             waiting += [delivery[1] for delivery in request.args[0]]
@@ -81,7 +83,7 @@ class Presence(threading.Thread):
                     joined=partitions != beaten,
                 )
                 beaten = partitions
-                executions.executions_hold(_waiting_event_ids())
+                executions.executions_hold(_waiting_event_ids(), executor_id=self.worker_id)
             except DATABASE_UNAVAILABLE as exc:
                 logger.warning("executor heartbeat failed: %s", exc)
                 connection.close()

@@ -24,6 +24,7 @@ from jobweaver.core.host import host_name
 from jobweaver.core.logcontext import log_context
 from jobweaver.core.tracing import span_under
 from jobweaver.engine import executions, ledger
+from jobweaver.engine.ledger import AttemptReport
 from jobweaver.executor import shutdown, slots
 from jobweaver.executor.models import AttemptOutcome
 from jobweaver.executor.runners import runner_for
@@ -32,8 +33,11 @@ from jobweaver.executor.services import (
     Ending,
     attempt_finish,
     attempt_start,
+    attempt_start_and_finish,
     attempts_start,
+    deliveries_accept,
     deliveries_give_back,
+    unstarted_attempt,
 )
 from jobweaver.executor.steps import (
     AttemptReleased,
@@ -63,51 +67,125 @@ def worker_identity() -> str:
     return f"{process_identity()}:{threading.current_thread().name}"
 
 
-Waiting = tuple[uuid.UUID, uuid.UUID, str | None]  # a delivery: job id, event id, trace id
+class Waiting:
+    """A delivery this process holds and has not started: job id, event id, trace id, and,
+    once its executor accepted it (`_accept`), what the acceptance read and when."""
+
+    __slots__ = ("accepted", "accepted_at", "event_id", "job_id", "trace_id")
+
+    def __init__(self, job_id: uuid.UUID, event_id: uuid.UUID, trace_id: str | None):
+        self.job_id, self.event_id, self.trace_id = job_id, event_id, trace_id
+        self.accepted: executions.Accepted | None = None
+        self.accepted_at = 0.0  # time.monotonic() of the acceptance
 
 
 def deliveries_execute(deliveries: list[list[str | None]]) -> None:
     """Run the deliveries of one run-job record — [job id, event id, trace id] each — and
     return once every one has ended, its ending committed (its caller then acknowledges the
     record). As many as there are free slots start at once, in one statement; the rest wait
-    in this process's line for a slot (apps/executor/slots.py). A record that arrives while the
-    worker shuts down gives its deliveries back, to start elsewhere at once."""
+    in this process's line for a slot (apps/executor/slots.py). On a busy executor all of them
+    are accepted first, in one statement, and run before their start is written (`_accept`).
+    A record that arrives while the worker shuts down gives its deliveries back, to start
+    elsewhere at once."""
     pool = slots.slots(settings.JOBWEAVER_EXECUTOR_CONCURRENCY)
-    waiting = [(uuid.UUID(job), uuid.UUID(event), trace) for job, event, trace in deliveries]
+    waiting = [Waiting(uuid.UUID(job), uuid.UUID(event), trace) for job, event, trace in deliveries]
     if shutdown.begun():
         _give_back(waiting)
         return
     record = slots.Record(len(waiting))
+    if settings.JOBWEAVER_EXECUTOR_START_DELAY_MS > 0 and not pool.idle_for(len(waiting)):
+        # Busy: accept them all in one statement, so that each runs, now or at its turn in
+        # line, before its start is written (an idle executor writes its starts first).
+        copies = _accept(waiting)
+        if copies:
+            waiting = [one for one in waiting if one not in copies]
+            record.ended(len(copies))
     admitted = pool.admit(waiting, record)
-    if admitted:
+    runs = [_runs_unstarted(one) for one in admitted]
+    ready = [run for run in runs if run is not None]
+    to_start = [one for one, run in zip(admitted, runs, strict=True) if run is None]
+    if to_start:
         try:
-            claimed = _start(admitted)
+            claimed = _start(to_start)
         except BaseException as error:  # noqa: BLE001 - raised below, once the rest ended
-            _free(pool, len(admitted))
-            record.ended(len(admitted), error)
+            _free(pool, len(to_start))
+            record.ended(len(to_start), error)
         else:
             _free(pool, claimed.count(None))
             record.ended(claimed.count(None))
-            *others, last = [one for one in claimed if one is not None] or [None]
-            for one in others:
-                pool.run(_run_on_slot_thread, pool, one, record)
-            if last is not None:  # on this thread: a lone job never changes threads
-                _run(pool, last, record)
+            ready += [one for one in claimed if one is not None]
+    if ready:
+        *others, last = ready
+        for one in others:
+            pool.run(_run_on_slot_thread, pool, one, record)
+        _run(pool, last, record)  # on this thread: a lone job never changes threads
     record.wait()
     if record.error is not None:
         raise record.error
 
 
 def _start(batch: list[Waiting]) -> list[ClaimedAttempt | None]:
-    job_id, _, trace_id = batch[0] if len(batch) == 1 else (None, None, None)
-    with log_context(trace_id=trace_id, job_id=job_id):  # a stale delivery's log line
-        return retry_while_database_unavailable(
-            lambda: attempts_start(
-                [(job, event) for job, event, _ in batch], worker_id=worker_identity()
-            ),
-            what=f"claim of {len(batch)} deliveries",
-            timeout=DATABASE_RETRY_SECONDS,
+    job_id, trace_id = (batch[0].job_id, batch[0].trace_id) if len(batch) == 1 else (None, None)
+    try:
+        with log_context(trace_id=trace_id, job_id=job_id):  # a stale delivery's log line
+            return retry_while_database_unavailable(
+                lambda: attempts_start(
+                    [(one.job_id, one.event_id) for one in batch], worker_id=worker_identity()
+                ),
+                what=f"claim of {len(batch)} deliveries",
+                timeout=DATABASE_RETRY_SECONDS,
+            )
+    finally:
+        for one in batch:
+            if one.accepted is not None:
+                slots.accepted_done(one.event_id)
+
+
+def _accept(line: list[Waiting]) -> list[Waiting]:
+    """Accept the deliveries of a record that reached a busy executor (issue 34): no other
+    executor may start them now, so a slot that takes one soon may run it before its start is
+    written (see AttemptRunner). Best effort: a refused or failed acceptance leaves a delivery
+    to be started at its turn, as without it. Returns the copies of deliveries this process
+    already holds accepted (a duplicate record): the caller drops them."""
+    try:
+        accepted = deliveries_accept(
+            [(one.job_id, one.event_id) for one in line], executor_id=process_identity()
         )
+    except DATABASE_UNAVAILABLE as exc:
+        logger.warning("deliveries not accepted (they start at their turn): %s", exc)
+        connection.close()
+        return []
+    now = time.monotonic()
+    found = [(one, accepted.get((one.job_id, one.event_id))) for one in line]
+    found = [(one, it) for one, it in found if it is not None]
+    firsts = slots.accepted_first([one.event_id for one, _ in found])
+    copies = []
+    for (one, it), first in zip(found, firsts, strict=True):
+        if not first:
+            logger.info(
+                "delivery %s of job %s is a duplicate; ignoring it", one.event_id, one.job_id
+            )
+            copies.append(one)
+            continue
+        one.accepted_at = now
+        one.accepted = it
+    return copies
+
+
+def _runs_unstarted(delivery: Waiting) -> ClaimedAttempt | None:
+    """The delivery as an attempt to run before its start is written, or None to start it
+    first: only an accepted one, taken soon after its acceptance (a cancel meanwhile is still
+    noticed by the start's fence otherwise), not a workflow's job (its completion settles the
+    workflow), and not a job sent again without an attempt (it may have stopped an executor
+    before: its start is written first, so a crash is counted as an attempt)."""
+    accepted = delivery.accepted
+    if accepted is None or settings.JOBWEAVER_EXECUTOR_START_DELAY_MS <= 0:
+        return None
+    if time.monotonic() - delivery.accepted_at > CANCEL_POLL_SECONDS:
+        return None
+    if accepted.workflow_id is not None or accepted.redelivery_count > 0:
+        return None
+    return unstarted_attempt(delivery.job_id, delivery.event_id, accepted)
 
 
 def _run(pool: slots.Slots, claimed: ClaimedAttempt, record: slots.Record) -> None:
@@ -139,7 +217,7 @@ def _run_on_slot_thread(pool: slots.Slots, claimed: ClaimedAttempt, record: slot
 
 def _start_on_slot_thread(pool: slots.Slots, delivery: Waiting, record: slots.Record) -> None:
     """Holding a slot: start the delivery that waited in line for it, and run it."""
-    job_id, event_id, trace_id = delivery
+    job_id, event_id, trace_id = delivery.job_id, delivery.event_id, delivery.trace_id
     if shutdown.begun():  # this one and the whole line go back
         line = [(delivery, record), *pool.take_line()]
         error = None
@@ -152,6 +230,10 @@ def _start_on_slot_thread(pool: slots.Slots, delivery: Waiting, record: slots.Re
         _free(pool, 1)
         return
     _sound_connection()
+    unstarted = _runs_unstarted(delivery)
+    if unstarted is not None:
+        _run(pool, unstarted, record)
+        return
     try:
         with log_context(trace_id=trace_id, job_id=job_id):
             claimed = retry_while_database_unavailable(
@@ -165,6 +247,8 @@ def _start_on_slot_thread(pool: slots.Slots, delivery: Waiting, record: slots.Re
         _free(pool, 1)
         record.ended(error=error)
         return
+    finally:
+        slots.accepted_done(event_id)
     if claimed is None:
         _free(pool, 1)
         record.ended()
@@ -194,8 +278,10 @@ def _sound_connection() -> None:
 
 
 def _give_back(waiting: list[Waiting]) -> None:
+    for one in waiting:
+        slots.accepted_done(one.event_id)
     given = retry_while_database_unavailable(
-        lambda: deliveries_give_back([event_id for _, event_id, _ in waiting]),
+        lambda: deliveries_give_back([one.event_id for one in waiting]),
         what="the give-back of deliveries not started",
         timeout=DATABASE_RETRY_SECONDS,
     )
@@ -243,6 +329,10 @@ class AttemptRunner:
         self.steps_completed = 0
         self.total_steps: int | None = None  # a TASK's own, once it reports progress
         self.started = time.monotonic()
+        # An attempt run before its start was written (ClaimedAttempt.started False) writes it
+        # at its first checkpoint past this time, or with its success if that comes sooner.
+        self.unstarted = not claimed.started
+        self.start_due = self.started + settings.JOBWEAVER_EXECUTOR_START_DELAY_MS / 1000
         self.heartbeat_interval = settings.JOBWEAVER_LEASE_SECONDS / 3
         self.next_heartbeat = self.started + self.heartbeat_interval
         self.next_cancel_poll = self.started + CANCEL_POLL_SECONDS
@@ -256,6 +346,17 @@ class AttemptRunner:
     def run(self) -> str | None:
         claimed = self.claimed
         runner = runner_for(claimed.kind)
+        if not self.unstarted:
+            return self._run(runner)
+        slots.unstarted_add(claimed.event_id)  # its dispatch lease is renewed meanwhile
+        try:
+            return self._run(runner)
+        finally:
+            slots.unstarted_discard(claimed.event_id)
+            slots.accepted_done(claimed.event_id)
+
+    def _run(self, runner) -> str | None:
+        claimed = self.claimed
         try:
             value = runner.run(claimed, self)
         except StepFailed as failure:
@@ -300,6 +401,20 @@ class AttemptRunner:
             on_ran, self.on_ran = self.on_ran, None
             on_ran()
         claimed = self.claimed
+        if self.unstarted:
+            if ending is Ending.SUCCESS and claimed.workflow_id is None:
+                return self._end_unstarted(task_fields.get("result"))
+            try:  # any other ending is recorded on a started attempt, as always
+                self.write_start()
+            except AttemptStopped:
+                logger.warning(
+                    "job %s attempt %d ended %s before its start was written, and the start "
+                    "was refused (cancelled, or taken by the rescue, meanwhile); nothing recorded",
+                    claimed.job_id,
+                    claimed.attempt,
+                    ending,
+                )
+                return None
         accepted = retry_while_database_unavailable(
             lambda: attempt_finish(
                 claimed=claimed,
@@ -322,31 +437,78 @@ class AttemptRunner:
             logger.info("job %s attempt %d: %s %s", claimed.job_id, claimed.attempt, ending, error)
         return outcome
 
-    def on_step_done(self, count: int, total: int) -> None:
-        self.steps_completed = count
-        if count == total:
-            return  # the ending records the progress of the last step, in its transaction
+    def _end_unstarted(self, result) -> str | None:
+        """A success before the start was written: both in one statement."""
+        claimed = self.claimed
+        report = AttemptReport(
+            steps_completed=self.steps_completed,
+            log_lines=self.ctx.log_lines,
+            total_steps=self.total_steps,
+            result=result,
+        )
+        worker_id = worker_identity()
+        accepted = retry_while_database_unavailable(
+            lambda: attempt_start_and_finish(
+                claimed=claimed,
+                worker_id=worker_id,
+                ran=time.monotonic() - self.started,
+                report=report,
+            ),
+            what=f"start and success of job {claimed.job_id} attempt {claimed.attempt}",
+            timeout=DATABASE_RETRY_SECONDS,
+        )
+        if not accepted:
+            return None
+        metrics.ATTEMPT_DURATION.labels(Ending.SUCCESS).observe(time.monotonic() - self.started)
+        logger.info("job %s attempt %d: %s ", claimed.job_id, claimed.attempt, Ending.SUCCESS)
+        return str(Ending.SUCCESS)
+
+    def write_start(self) -> None:
+        """Write the start of an attempt that began before it was written (DISPATCHED →
+        RUNNING, its attempt opened), as any start is written. Raises AttemptStopped when the
+        fence refuses it: the job was cancelled, or the rescue took the delivery, meanwhile."""
+        claimed = self.claimed
+        self.unstarted = False
+        started = retry_while_database_unavailable(
+            lambda: attempt_start(
+                job_id=claimed.job_id, event_id=claimed.event_id, worker_id=worker_identity()
+            ),
+            what=f"claim of job {claimed.job_id}",
+            timeout=DATABASE_RETRY_SECONDS,
+        )
+        if started is None:
+            raise AttemptStopped("cancelled, or taken by the rescue, before its start was written")
+        now = time.monotonic()
+        self.next_heartbeat = now + self.heartbeat_interval
+        self.next_cancel_poll = now + CANCEL_POLL_SECONDS
+        if self.steps_completed:  # progress made before the start had nowhere to go
+            self._write_progress()
+
+    def _write_progress(self) -> None:
         try:
             ledger.attempt_progress(
-                event_id=self.claimed.event_id, steps_completed=count, log_lines=self.ctx.log_lines
+                event_id=self.claimed.event_id,
+                steps_completed=self.steps_completed,
+                log_lines=self.ctx.log_lines,
+                total_steps=self.total_steps,
             )
         except DATABASE_UNAVAILABLE as exc:  # progress is informative; the outcome is not
             logger.warning("progress of job %s not recorded: %s", self.claimed.job_id, exc)
             connection.close()
 
+    def on_step_done(self, count: int, total: int) -> None:
+        self.steps_completed = count
+        if count == total or self.unstarted:
+            # The ending records the progress of the last step, in its transaction; before the
+            # start is written there is no attempt row yet (write_start writes it then).
+            return
+        self._write_progress()
+
     def on_task_progress(self, completed: int, total: int) -> None:
         """A TASK's `context.report_progress`, written from the attempt's own thread."""
         self.steps_completed, self.total_steps = completed, total
-        try:
-            ledger.attempt_progress(
-                event_id=self.claimed.event_id,
-                steps_completed=completed,
-                log_lines=self.ctx.log_lines,
-                total_steps=total,
-            )
-        except DATABASE_UNAVAILABLE as exc:  # progress is informative; the outcome is not
-            logger.warning("progress of job %s not recorded: %s", self.claimed.job_id, exc)
-            connection.close()
+        if not self.unstarted:  # else write_start writes it
+            self._write_progress()
 
     def checkpoint(self) -> None:
         """Called between steps and inside long steps: enforces the attempt's timeout, notices
@@ -365,6 +527,10 @@ class AttemptRunner:
         now = time.monotonic()
         if shutdown.grace_expired():
             raise AttemptReleased("the worker is shutting down")
+        if self.unstarted:
+            if now >= self.start_due:
+                self.write_start()
+            return  # nothing to renew before the start: the presence thread holds it
         ids = {"job_id": self.claimed.job_id, "event_id": self.claimed.event_id}
         try:
             if now >= self.next_heartbeat:

@@ -42,6 +42,9 @@ class ClaimedAttempt:
     # JOBWEAVER_HARD_TIMEOUT_GRACE_SECONDS. The threads pool cannot kill and ignores it.
     hard_timeout_seconds: int | None = None
     workflow_id: uuid.UUID | None = None  # its completion releases its dependents (§16)
+    # False: an accepted delivery run before its start was written (apps/executor/runner.py);
+    # its AttemptRunner writes the start later, or with the success.
+    started: bool = True
 
 
 class Ending(StrEnum):
@@ -108,6 +111,36 @@ def _claimed(job_id: uuid.UUID, event_id: uuid.UUID, started) -> ClaimedAttempt 
     )
 
 
+def deliveries_accept(
+    deliveries: list[tuple[uuid.UUID, uuid.UUID]], *, executor_id: str
+) -> dict[tuple[uuid.UUID, uuid.UUID], executions.Accepted]:
+    """Take deliveries into this executor's line (engine.executions_accept): no other executor
+    starts them now. The ones refused are left out; their turn starts them as usual, and the
+    start's fence decides."""
+    return executions.executions_accept(
+        deliveries, executor_id=executor_id, serves=list(settings.JOBWEAVER_EXECUTOR_QUEUES)
+    )
+
+
+def unstarted_attempt(
+    job_id: uuid.UUID, event_id: uuid.UUID, accepted: executions.Accepted
+) -> ClaimedAttempt:
+    """An accepted delivery as an attempt that runs before its start is written."""
+    return ClaimedAttempt(
+        job_id=job_id,
+        event_id=event_id,
+        attempt=accepted.attempt,
+        trace_id=accepted.trace_id,
+        kind=accepted.job_type,
+        instruction=accepted.instruction,
+        timeout_seconds=accepted.timeout_seconds,
+        traceparent=accepted.traceparent,
+        hard_timeout_seconds=accepted.hard_timeout_seconds,
+        workflow_id=accepted.workflow_id,
+        started=False,
+    )
+
+
 def deliveries_give_back(event_ids: list[uuid.UUID]) -> int:
     """Deliveries this executor received but will not start (it is shutting down): back in
     line at once for another executor, no attempt, no retry used (a stale one changes
@@ -170,6 +203,28 @@ def attempt_finish(
     )
 
 
+def attempt_start_and_finish(
+    *, claimed: ClaimedAttempt, worker_id: str, ran: float, report: AttemptReport
+) -> bool:
+    """The success of an attempt whose start was not written (`unstarted_attempt`): its start
+    and its completion in one statement, shared with the others of this process that end at
+    the same time (`_starts_and_completions`). `ran`: seconds since its work began. False when
+    the fence refused it: the job was cancelled, or the rescue took the delivery, meanwhile."""
+    assert claimed.workflow_id is None
+    accepted = _starts_and_completions().submit(
+        (claimed.job_id, claimed.event_id, worker_id, ran, report)
+    )
+    if not accepted:
+        _log_refused(claimed, Ending.SUCCESS)
+    return accepted
+
+
+def _start_and_complete_batch(completions: list) -> list[bool]:
+    metrics.WRITE_BATCH.labels("start_and_complete").observe(len(completions))
+    completed = executions.executions_start_and_complete(completions)
+    return [job_id in completed for job_id, *_ in completions]
+
+
 def _complete_batch(completions: list) -> list[bool]:
     """One statement for the successes that waited together (engine.executions_complete)."""
     metrics.WRITE_BATCH.labels("complete").observe(len(completions))
@@ -192,6 +247,7 @@ def _start_batch(deliveries: list) -> list:
 
 _writer: GroupCommit | None = None
 _start_writer: GroupCommit | None = None
+_start_and_complete_writer: GroupCommit | None = None
 _writer_lock = threading.Lock()
 
 
@@ -218,6 +274,17 @@ def _starts() -> GroupCommit:
                 _start_batch, max_batch=settings.JOBWEAVER_EXECUTOR_WRITE_BATCH
             )
         return _start_writer
+
+
+def _starts_and_completions() -> GroupCommit:
+    """This process's writer of successes whose start was not written, as `_completions`."""
+    global _start_and_complete_writer
+    with _writer_lock:
+        if _start_and_complete_writer is None:
+            _start_and_complete_writer = GroupCommit(
+                _start_and_complete_batch, max_batch=settings.JOBWEAVER_EXECUTOR_WRITE_BATCH
+            )
+        return _start_and_complete_writer
 
 
 @transaction.atomic

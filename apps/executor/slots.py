@@ -71,6 +71,11 @@ class Slots:
             self._line.extend((delivery, record) for delivery in deliveries[admitted:])
         return deliveries[:admitted]
 
+    def idle_for(self, count: int) -> bool:
+        """Whether `count` deliveries would all find a free slot now (nothing waits in line)."""
+        with self._lock:
+            return not self._line and self._free >= count
+
     def next_or_give(self) -> tuple[Any, Record] | None:
         """A thread holding a slot is done with its attempt: the next delivery in line (the
         slot stays taken), or None and the slot is free again. One lock for both, so a
@@ -132,3 +137,46 @@ def waiting() -> list:
     """The deliveries waiting in this process's line for a slot."""
     current = _slots
     return current.waiting() if current is not None else []
+
+
+# Event ids of the deliveries this process accepted and has neither started nor ended
+# (runner._accept): a second copy of one (a duplicate record) is dropped, as only the first
+# copy may run before its start is written.
+_accepted: set = set()
+
+
+def accepted_first(event_ids: list) -> list[bool]:
+    """For each event id in order: True if this process holds no accepted copy of it yet (it
+    holds one now), False for a copy of one it holds."""
+    firsts = []
+    with _lock:
+        for event_id in event_ids:
+            firsts.append(event_id not in _accepted)
+            _accepted.add(event_id)
+    return firsts
+
+
+def accepted_done(event_id) -> None:
+    """The accepted delivery was started, ended or given back: a later copy meets the fence."""
+    with _lock:
+        _accepted.discard(event_id)
+
+
+# Event ids of the attempts running before their start was written (runner.AttemptRunner):
+# their deliveries are still DISPATCHED, so the presence thread renews their leases.
+_unstarted: set = set()
+
+
+def unstarted_add(event_id) -> None:
+    with _lock:
+        _unstarted.add(event_id)
+
+
+def unstarted_discard(event_id) -> None:
+    with _lock:
+        _unstarted.discard(event_id)
+
+
+def unstarted() -> list:
+    with _lock:
+        return list(_unstarted)

@@ -63,6 +63,10 @@ class JobExecution(models.Model):
     # Deliveries whose dispatch lease expired before any worker started them: sent again with a
     # fresh token, no attempt recorded, no retry used (ARCHITECTURE §4).
     redelivery_count = models.PositiveIntegerField(default=0)
+    # While DISPATCHED: the executor of worker_id has taken the delivery into its hands (its
+    # line, or its work before the start is written, apps/executor/runner.py), so no other
+    # executor may start it. Every dispatch clears it.
+    accepted = models.BooleanField(default=False, db_default=False)
     # Attempts that ended SNOOZED (ARCHITECTURE §13a): capped by JOBWEAVER_MAX_SNOOZES.
     snooze_count = models.PositiveIntegerField(default=0, db_default=0)
     # Copied from the job, so the dispatch claim applies pauses and per-key limits to the rows

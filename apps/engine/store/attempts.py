@@ -37,17 +37,37 @@ def open_many_step() -> str:
     return _open_many_sql()
 
 
+# What `closed_many_step` takes from the batch `b` and the moved execution, beyond the opened
+# attempt's: an attempt that ran before its start was written, recorded whole at its success.
+_CLOSED_FROM_BATCH = {
+    "finished_at": "moved.db_now",
+    "outcome": f"'{AttemptOutcome.SUCCESS}'",
+    "steps_completed": "COALESCE(b.steps_completed, 0)",
+    "total_steps": "COALESCE(b.total_steps, jsonb_array_length(j.instruction -> 'steps'), 0)",
+    "log_lines": "COALESCE(b.log_lines, '[]'::jsonb)",
+    "result": "b.result",
+}
+
+
+def closed_many_step() -> str:
+    """The INSERT of the SUCCESS attempts of a batch of deliveries started and completed in one
+    statement, over `moved`, their jobs `j` and `batch` (each delivery's event id, worker id
+    and report): numbered and timed as `open_many_step` does, finished when it completed."""
+    return _open_many_sql(closed=True)
+
+
 @functools.cache
-def _open_many_sql() -> str:
+def _open_many_sql(closed: bool = False) -> str:
     """Built once: every field's model default not taken from the rows is a literal of the
     text (the same for every attempt)."""
     meta, qn = ExecutionAttempt._meta, connection.ops.quote_name
     columns, expressions = [], []
     given = {_EVENT_ID: "b.event_id", _WORKER_ID: "b.worker_id"}
+    from_rows = {**_OPENED_FROM_MOVED, **(_CLOSED_FROM_BATCH if closed else {})}
     for field in meta.concrete_fields:
         columns.append(qn(field.column))
-        if field.name in _OPENED_FROM_MOVED:
-            expressions.append(_OPENED_FROM_MOVED[field.name])
+        if field.name in from_rows:
+            expressions.append(from_rows[field.name])
         elif field in given:
             expressions.append(given[field])
         else:

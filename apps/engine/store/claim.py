@@ -451,7 +451,7 @@ def executions_claim(
             SET {_moving(transition, "clock_timestamp()")},
                 current_event_id = gen_random_uuid(),
                 worker_id = COALESCE((%s::text[])[numbered.n], e.worker_id),
-                dispatched_at = clock_timestamp(),
+                dispatched_at = clock_timestamp(), accepted = false,
                 lease_expires_at = clock_timestamp() + make_interval(secs => {dispatch_lease!r})
             FROM numbered, {jobs} AS j WHERE e.id = numbered.id AND j.id = e.job_id
             RETURNING numbered.n, e.job_id, e.current_event_id, j.trace_id,

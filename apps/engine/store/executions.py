@@ -341,6 +341,12 @@ _BATCH_ROWS = (
 )
 
 
+# A delivery an executor accepted (`executions_accept`) is started by that executor only
+# (parameter: the executor's id): another that receives it too (a rebalance moved the
+# partition) would run it a second time.
+_NOT_ACCEPTED_BY_ANOTHER = "(NOT e.accepted OR e.worker_id = %s)"
+
+
 # What a started execution tells its executor (executions.Started's fields), then the
 # start's wait for the metric.
 @cache
@@ -384,6 +390,7 @@ def executions_start(
                 [d[0] for d in deliveries],
                 [str(status) for status in sorted(transition.sources)],
                 list(serves),
+                executor_id,
             ],
         )
         rows = cursor.fetchall()
@@ -408,6 +415,7 @@ def _start_many_sql(name: str) -> str:
         "started_at = clock.now, worker_id = %s, attempt_count = e.attempt_count + 1, "
         "lease_expires_at = clock.now + %s "
         f"FROM clock, batch b WHERE {_BATCH_ROWS} AND e.queue_name = ANY(%s) "
+        f"AND {_NOT_ACCEPTED_BY_ANOTHER} "
         f"RETURNING {_execution_columns('e')}, clock.now AS db_now)",
         f"opened AS ({attempts.open_many_step()})",
     ]
@@ -415,6 +423,154 @@ def _start_many_sql(name: str) -> str:
         f"WITH {', '.join(ctes)} SELECT moved.job_id, moved.current_event_id, "
         f"{_started_reading()}{_notify(transition)} "
         f"FROM moved JOIN {jobs} j ON j.id = moved.job_id"
+    )
+
+
+@named("UPDATE DISPATCHED deliveries an executor takes into its line: accepted, fenced per row")
+def executions_accept(
+    transition: Transition,
+    *,
+    deliveries: list[tuple[uuid.UUID, uuid.UUID]],
+    executor_id: str,
+    lease: timedelta,
+    serves: list[str],
+) -> dict[tuple[uuid.UUID, uuid.UUID], tuple]:
+    """Mark many DISPATCHED (job id, event id) accepted by `executor_id`, its lease the
+    executor's to renew, one statement, each row fenced by its own token: {(job id, event
+    id): (the attempt it would be, job_type, instruction, trace_id, traceparent,
+    timeout_seconds, hard_timeout_seconds, workflow_id, redelivery_count)} for the ones
+    accepted. A stale token, an unserved queue or a delivery another executor accepted
+    leaves its row as it was."""
+    document = [{"job_id": str(j), "event_id": str(e)} for j, e in deliveries]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _accept_many_sql(transition.name),
+            [
+                json.dumps(document),
+                executor_id,
+                lease,
+                [job_id for job_id, _ in deliveries],
+                [str(status) for status in sorted(transition.sources)],
+                list(serves),
+                executor_id,
+            ],
+        )
+        rows = cursor.fetchall()
+    accepted = {}
+    for job_id, event_id, *row in rows:
+        if isinstance(row[2], str):  # jsonb arrives as text, as JSONField reads
+            row[2] = json.loads(row[2])
+        accepted[job_id, event_id] = tuple(row)
+    return accepted
+
+
+@lru_cache(maxsize=4)
+def _accept_many_sql(name: str) -> str:
+    transition = TRANSITIONS[name]
+    assert transition.target in transition.sources, "an accept leaves the status as it is"
+    qn = connection.ops.quote_name
+    table, jobs = qn(JobExecution._meta.db_table), qn(_job_model()._meta.db_table)
+    node = qn(Node._meta.db_table)
+    ctes = [
+        "clock AS MATERIALIZED (SELECT clock_timestamp() AS now)",
+        "batch AS MATERIALIZED (SELECT * FROM jsonb_to_recordset(%s::jsonb) "
+        "AS b(job_id uuid, event_id uuid))",
+        f"moved AS (UPDATE {table} e SET {_moving(transition, 'clock.now')}, "
+        "accepted = true, worker_id = %s, lease_expires_at = clock.now + %s "
+        f"FROM clock, batch b WHERE {_BATCH_ROWS} AND e.queue_name = ANY(%s) "
+        f"AND {_NOT_ACCEPTED_BY_ANOTHER} "
+        "RETURNING e.job_id, e.current_event_id, e.attempt_count, e.redelivery_count)",
+    ]
+    return (
+        f"WITH {', '.join(ctes)} SELECT moved.job_id, moved.current_event_id, "
+        "moved.attempt_count + 1, j.job_type, j.instruction, j.trace_id, j.traceparent, "
+        "j.timeout_seconds, j.hard_timeout_seconds, "
+        f"(SELECT n.workflow_id FROM {node} n WHERE n.job_id = moved.job_id), "
+        f"moved.redelivery_count FROM moved JOIN {jobs} j ON j.id = moved.job_id"
+    )
+
+
+@named(
+    "UPDATE DISPATCHED → RUNNING → COMPLETED for many accepted deliveries that ran before their "
+    "start was written, INSERT their SUCCESS attempts and their events"
+)
+def executions_start_and_complete(
+    start: Transition, complete: Transition, *, completions: list[dict], executor_id: str
+) -> list[tuple[uuid.UUID, float]]:
+    """The start and the completion of many deliveries `executor_id` accepted and ran, in one
+    statement, each row fenced by its own token: its two moves' bookkeeping, the attempt
+    recorded whole (started `ran` seconds before the statement, on the database clock), the
+    completion's events. `completions`: {"job_id", "event_id", "worker_id", "ran",
+    "steps_completed", "total_steps", "log_lines", "result"} each. Returns (job id, the
+    start's wait since the dispatch) for those completed; a refused row (a cancel, or a rescue
+    that took the delivery) changes nothing. Not for a workflow's job."""
+    document = [
+        {
+            "job_id": str(c["job_id"]),
+            "event_id": str(c["event_id"]),
+            "worker_id": c["worker_id"],
+            "ran": c["ran"],
+            "steps_completed": c["steps_completed"],
+            "total_steps": c["total_steps"],
+            "log_lines": c["log_lines"],
+            "result": c["result"],
+        }
+        for c in completions
+    ]
+    events = [event.topic for event in complete.events]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _start_and_complete_sql(start.name, complete.name),
+            [
+                json.dumps(document),
+                executor_id,
+                [c["job_id"] for c in completions],
+                [str(status) for status in sorted(start.sources)],
+                executor_id,
+                *events,
+            ],
+        )
+        return [(job_id, float(waited)) for job_id, waited, *_ in cursor.fetchall()]
+
+
+@lru_cache(maxsize=4)
+def _start_and_complete_sql(start_name: str, complete_name: str) -> str:
+    start, complete = TRANSITIONS[start_name], TRANSITIONS[complete_name]
+    assert start.target in complete.sources, "the completion follows the start"
+    assert not start.events, "a start writes no events"
+    qn = connection.ops.quote_name
+    table, jobs = qn(JobExecution._meta.db_table), qn(_job_model()._meta.db_table)
+    events = [
+        event_rows.insert_select_sql(
+            "moved.job_id::text",
+            event_rows.payload_sql(event, _COMPLETED_SOURCES[event]),
+            "j.trace_id",
+            f"FROM moved JOIN {jobs} j ON j.id = moved.job_id",
+        )
+        for event in complete.events
+    ]
+    ctes = [
+        "clock AS MATERIALIZED (SELECT clock_timestamp() AS now)",
+        "batch AS MATERIALIZED (SELECT * FROM jsonb_to_recordset(%s::jsonb) AS b(job_id uuid, "
+        "event_id uuid, worker_id text, ran float8, steps_completed int, total_steps int, "
+        "log_lines jsonb, result jsonb))",
+        # Both moves in one UPDATE: a row is written once (one new version, not two), and its
+        # version counts both.
+        f"moved AS (UPDATE {table} e SET status = {status_literal(complete.target)}, "
+        "version = e.version + 2, updated_at = clock.now, "
+        "started_at = clock.now - make_interval(secs => b.ran), worker_id = %s, "
+        "attempt_count = e.attempt_count + 1, accepted = false, "
+        f"{_COMPLETED_ASSIGNMENTS} "
+        f"FROM clock, batch b WHERE {_BATCH_ROWS} AND e.accepted AND e.worker_id = %s "
+        "RETURNING e.job_id, e.current_event_id, e.attempt_count, e.started_at, "
+        "e.dispatched_at, clock.now AS db_now)",
+        *(f"event{index} AS ({sql})" for index, sql in enumerate(events)),
+        f"opened AS ({attempts.closed_many_step()})",
+    ]
+    return (
+        f"WITH {', '.join(ctes)} SELECT moved.job_id, "
+        "GREATEST(EXTRACT(EPOCH FROM moved.started_at - moved.dispatched_at), 0)"
+        f"{_notify(complete, many=True)} FROM moved"
     )
 
 
@@ -700,12 +856,22 @@ def executions_unsend(transition: Transition, *, event_ids: list[uuid.UUID]) -> 
 
 
 @named("UPDATE the dispatch lease of deliveries an executor holds for a free slot")
-def executions_hold(transition: Transition, *, event_ids: list[uuid.UUID], lease: timedelta) -> int:
+def executions_hold(
+    transition: Transition,
+    *,
+    event_ids: list[uuid.UUID],
+    executor_id: str,
+    lease: timedelta,
+    accepted_lease: timedelta,
+) -> int:
+    # An accepted delivery may be running, its start not yet written: it holds the shorter
+    # lease, so that the rescue sends it again soon after its executor died; and only that
+    # executor renews it (another one holding a duplicate record would keep it alive).
     return _move_set(
         transition,
-        "lease_expires_at = clock_timestamp() + %s",
-        "e.current_event_id = ANY(%s)",
-        [lease, list(event_ids)],
+        "lease_expires_at = clock_timestamp() + CASE WHEN e.accepted THEN %s ELSE %s END",
+        f"e.current_event_id = ANY(%s) AND {_NOT_ACCEPTED_BY_ANOTHER}",
+        [accepted_lease, lease, list(event_ids), executor_id],
     )
 
 
@@ -716,7 +882,8 @@ def executions_recall(
     return _move_set(
         transition,
         "current_event_id = NULL, lease_expires_at = NULL, worker_id = ''",
-        "(e.queue_name = ANY(%s) OR e.job_type = ANY(%s))",
+        # An accepted delivery may already run (its start not yet written): it stays.
+        "(e.queue_name = ANY(%s) OR e.job_type = ANY(%s)) AND NOT e.accepted",
         [list(queue_names), list(job_types)],
     )
 
