@@ -2,7 +2,9 @@
 
 - `move_row`: a row the caller locked (SELECT … FOR UPDATE) and decided on in Python;
 - `move_fenced`: one conditional statement for the holder of the fencing token (the worker's
-  start, heartbeat and completion, made per job);
+  start, heartbeat and completion, made per job); `move_fenced_many` for many rows at once,
+  and `move_fenced_many_through` for rows taken through several transitions by one statement
+  (a short attempt's start and success);
 - `move_set`: a statement over a set of rows (a claim, a failed publish, a pause's recall).
 
 `move_workflow` moves a workflow's status (§16) by the same rules, in the transaction of the
