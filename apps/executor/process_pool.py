@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import multiprocessing
+import multiprocessing.connection
 import queue
 import threading
 
@@ -28,6 +29,13 @@ logger = logging.getLogger(__name__)
 
 PRELOAD = "jobweaver.executor.pool_preload"
 KILL_WAIT_SECONDS = 5.0
+
+# A forkserver child's exit status is one value on its sentinel pipe: of two threads that read
+# it at once, the loser finds the pipe empty and takes 255 for it. `Process.start()` reads every
+# earlier child's (multiprocessing's _cleanup), so a start in one thread raced a reaper's join in
+# another. Every start and every read of an exit status holds this lock; waiting for an exit
+# watches the sentinel outside it (watching reads nothing).
+_exit_status = threading.Lock()
 
 
 class ChildDied(Exception):
@@ -48,7 +56,8 @@ class Child:
             target=child_main, args=(child_end, self.stop), name=f"pool-child-{number}"
         )
         self.process.daemon = True  # the parent's exit ends it
-        self.process.start()
+        with _exit_status:
+            self.process.start()
         child_end.close()
         self.attempts = 0
         self.max_rss_kb = 0
@@ -74,8 +83,7 @@ class Child:
                         break
         except (EOFError, OSError):
             self.broken = True
-            self.process.join(KILL_WAIT_SECONDS)
-            raise ChildDied(self.process.exitcode) from None
+            raise ChildDied(self.wait_exit(KILL_WAIT_SECONDS)) from None
         return messages
 
     def ask_to_stop(self) -> None:
@@ -84,7 +92,21 @@ class Child:
     def kill(self) -> None:
         self.broken = True
         self.process.kill()
-        self.process.join(KILL_WAIT_SECONDS)
+        self.wait_exit(KILL_WAIT_SECONDS)
+
+    def is_alive(self) -> bool:
+        return self.exit_status() is None
+
+    def exit_status(self) -> int | None:
+        """The child's exit code, or None while it runs (a read under `_exit_status`)."""
+        with _exit_status:
+            return self.process.exitcode
+
+    def wait_exit(self, timeout: float | None) -> int | None:
+        """Wait up to `timeout` seconds (None: for ever) for the child to exit; its exit code,
+        or None if it still runs."""
+        multiprocessing.connection.wait([self.process.sentinel], timeout)
+        return self.exit_status()
 
     def retire(self, *, wait: bool = False) -> None:
         """Ask an idle child to exit (it ends after its current recv) and reap it: now, or in
@@ -93,25 +115,16 @@ class Child:
             self.channel.send(None)
         self.channel.close()
         if wait:
-            self.process.join(KILL_WAIT_SECONDS)
+            self.wait_exit(KILL_WAIT_SECONDS)
         else:
             self.reaper = threading.Thread(
-                target=self.process.join, name="pool-reaper", daemon=True
+                target=self.wait_exit, args=(None,), name="pool-reaper", daemon=True
             )
             self.reaper.start()
 
     def exit_code(self, timeout: float) -> int | None:
-        """A retired child's exit code, once its reaper has joined it (None: not yet). Only the
-        reaper waits on the process: two threads waiting on one forkserver child race for its
-        exit status, and the loser's read finds the pipe empty and takes 255 for it."""
-        reaper = getattr(self, "reaper", None)
-        if reaper is not None:
-            reaper.join(timeout)
-            if reaper.is_alive():
-                return None
-        else:
-            self.process.join(timeout)
-        return self.process.exitcode
+        """A retired child's exit code, once it exited (None: not within `timeout`)."""
+        return self.wait_exit(timeout)
 
 
 class ProcessPool:
@@ -155,7 +168,7 @@ class ProcessPool:
         worn = (self.max_tasks and child.attempts >= self.max_tasks) or (
             self.max_memory_mb and child.max_rss_kb > self.max_memory_mb * 1024
         )
-        if child.broken or not child.process.is_alive() or worn:
+        if child.broken or not child.is_alive() or worn:
             if not child.broken:
                 child.retire()
                 logger.info(
@@ -177,7 +190,7 @@ class ProcessPool:
             except queue.Empty:
                 return
             child.retire(wait=True)
-            if child.process.is_alive():
+            if child.is_alive():
                 child.kill()
 
 
