@@ -97,17 +97,28 @@ def _claimed(job_id: uuid.UUID, event_id: uuid.UUID, started) -> ClaimedAttempt 
             "delivery %s of job %s is stale or a duplicate (fenced); ignoring it", event_id, job_id
         )
         return None
+    return _attempt(job_id, event_id, started, started=True)
+
+
+def _attempt(
+    job_id: uuid.UUID,
+    event_id: uuid.UUID,
+    fields: executions.Started | executions.Accepted,
+    *,
+    started: bool,
+) -> ClaimedAttempt:
     return ClaimedAttempt(
         job_id=job_id,
         event_id=event_id,
-        attempt=started.attempt,
-        trace_id=started.trace_id,
-        kind=started.job_type,
-        instruction=started.instruction,
-        timeout_seconds=started.timeout_seconds,
-        traceparent=started.traceparent,
-        hard_timeout_seconds=started.hard_timeout_seconds,
-        workflow_id=started.workflow_id,
+        attempt=fields.attempt,
+        trace_id=fields.trace_id,
+        kind=fields.job_type,
+        instruction=fields.instruction,
+        timeout_seconds=fields.timeout_seconds,
+        traceparent=fields.traceparent,
+        hard_timeout_seconds=fields.hard_timeout_seconds,
+        workflow_id=fields.workflow_id,
+        started=started,
     )
 
 
@@ -126,19 +137,7 @@ def unstarted_attempt(
     job_id: uuid.UUID, event_id: uuid.UUID, accepted: executions.Accepted
 ) -> ClaimedAttempt:
     """An accepted delivery as an attempt that runs before its start is written."""
-    return ClaimedAttempt(
-        job_id=job_id,
-        event_id=event_id,
-        attempt=accepted.attempt,
-        trace_id=accepted.trace_id,
-        kind=accepted.job_type,
-        instruction=accepted.instruction,
-        timeout_seconds=accepted.timeout_seconds,
-        traceparent=accepted.traceparent,
-        hard_timeout_seconds=accepted.hard_timeout_seconds,
-        workflow_id=accepted.workflow_id,
-        started=False,
-    )
+    return _attempt(job_id, event_id, accepted, started=False)
 
 
 def deliveries_give_back(event_ids: list[uuid.UUID]) -> int:

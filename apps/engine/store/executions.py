@@ -380,26 +380,42 @@ def executions_start(
         {"job_id": str(job_id), "event_id": str(event_id), "worker_id": worker_id}
         for job_id, event_id, worker_id in deliveries
     ]
+    job_ids = [job_id for job_id, _, _ in deliveries]
+    sql = _start_many_sql(transition.name)
+    return _by_delivery(sql, transition, document, job_ids, executor_id, lease, serves)
+
+
+def _by_delivery(
+    sql: str,
+    transition: Transition,
+    document: list,
+    job_ids: list[uuid.UUID],
+    executor_id: str,
+    lease: timedelta,
+    serves: list[str],
+) -> dict[tuple[uuid.UUID, uuid.UUID], tuple]:
+    """Run the start's or the accept's batch statement (the same parameters) and read its rows
+    — job id, event id, then what the executor needs — by delivery."""
     with connection.cursor() as cursor:
         cursor.execute(
-            _start_many_sql(transition.name),
+            sql,
             [
                 json.dumps(document),
                 executor_id,
                 lease,
-                [d[0] for d in deliveries],
+                job_ids,
                 [str(status) for status in sorted(transition.sources)],
                 list(serves),
                 executor_id,
             ],
         )
         rows = cursor.fetchall()
-    started = {}
+    found = {}
     for job_id, event_id, *row in rows:
         if isinstance(row[2], str):  # jsonb arrives as text, as JSONField reads
             row[2] = json.loads(row[2])
-        started[job_id, event_id] = tuple(row)
-    return started
+        found[job_id, event_id] = tuple(row)
+    return found
 
 
 @lru_cache(maxsize=4)
@@ -442,26 +458,9 @@ def executions_accept(
     accepted. A stale token, an unserved queue or a delivery another executor accepted
     leaves its row as it was."""
     document = [{"job_id": str(j), "event_id": str(e)} for j, e in deliveries]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _accept_many_sql(transition.name),
-            [
-                json.dumps(document),
-                executor_id,
-                lease,
-                [job_id for job_id, _ in deliveries],
-                [str(status) for status in sorted(transition.sources)],
-                list(serves),
-                executor_id,
-            ],
-        )
-        rows = cursor.fetchall()
-    accepted = {}
-    for job_id, event_id, *row in rows:
-        if isinstance(row[2], str):  # jsonb arrives as text, as JSONField reads
-            row[2] = json.loads(row[2])
-        accepted[job_id, event_id] = tuple(row)
-    return accepted
+    job_ids = [job_id for job_id, _ in deliveries]
+    sql = _accept_many_sql(transition.name)
+    return _by_delivery(sql, transition, document, job_ids, executor_id, lease, serves)
 
 
 @lru_cache(maxsize=4)

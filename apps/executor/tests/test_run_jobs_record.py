@@ -15,10 +15,9 @@ from django.test.utils import override_settings
 from jobweaver.engine import executions
 from jobweaver.executor import runner, shutdown, slots, steps
 from jobweaver.executor.models import ExecutionAttempt
-from jobweaver.scheduler.dispatch import dispatch_due_jobs
 from jobweaver.scheduler.invariants import check_invariants
 from jobweaver.scheduler.models import ExecutionStatus
-from jobweaver.scheduler.tests.factories import execution_of, live_executor, submitted_job
+from jobweaver.scheduler.tests.factories import dispatched_record, execution_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -33,15 +32,6 @@ def four_slots():
         yield
         slots.close()
         shutdown.reset()
-
-
-def record_of(steps: list[dict], count: int) -> list[list[str | None]]:
-    """Submit `count` jobs and dispatch them as one record: [[job, event, trace], ...]."""
-    jobs = [submitted_job(steps).id for _ in range(count)]
-    live_executor()
-    sent: list = []
-    assert sorted(dispatch_due_jobs(job_ids=jobs, publish=sent.extend)) == sorted(jobs)
-    return [[d.job_id, d.event_id, d.trace_id] for d in sent]
 
 
 @pytest.fixture
@@ -61,7 +51,7 @@ def start_statements(monkeypatch):
 def test_a_record_within_the_free_slots_starts_in_one_statement_and_ends_committed(
     start_statements,
 ):
-    record = record_of([{"action": "LOG", "message": "hello"}], SLOTS)
+    record = dispatched_record([{"action": "LOG", "message": "hello"}], SLOTS)
 
     runner.deliveries_execute(record)
 
@@ -75,7 +65,7 @@ def test_a_record_within_the_free_slots_starts_in_one_statement_and_ends_committ
 
 
 def test_a_record_larger_than_the_slots_never_runs_more_attempts_at_once(monkeypatch):
-    record = record_of([{"action": "SLEEP", "durationMs": 50}], 3 * SLOTS)
+    record = dispatched_record([{"action": "SLEEP", "durationMs": 50}], 3 * SLOTS)
     running, most = 0, 0
     lock = threading.Lock()
     real = steps.SleepStep.run
@@ -102,7 +92,7 @@ def test_a_record_larger_than_the_slots_never_runs_more_attempts_at_once(monkeyp
 
 
 def test_a_stale_delivery_in_a_record_changes_nothing_and_the_others_run():
-    record = record_of([{"action": "LOG", "message": "x"}], 3)
+    record = dispatched_record([{"action": "LOG", "message": "x"}], 3)
     stale_job, _, _ = record[1]
     record[1] = [stale_job, str(uuid.uuid4()), None]  # not the execution's token
 
@@ -118,7 +108,7 @@ def test_a_stale_delivery_in_a_record_changes_nothing_and_the_others_run():
 
 
 def test_an_executor_shutting_down_gives_back_what_it_did_not_start():
-    record = record_of([{"action": "LOG", "message": "x"}], 3)
+    record = dispatched_record([{"action": "LOG", "message": "x"}], 3)
     shutdown.begin(60)
 
     runner.deliveries_execute(record)
@@ -133,7 +123,7 @@ def test_an_executor_shutting_down_gives_back_what_it_did_not_start():
 
 
 def test_a_delivery_twice_in_one_record_runs_once():
-    record = record_of([{"action": "LOG", "message": "x"}], 2)
+    record = dispatched_record([{"action": "LOG", "message": "x"}], 2)
 
     runner.deliveries_execute([*record, *record, record[0]])
 

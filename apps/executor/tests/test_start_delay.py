@@ -26,6 +26,7 @@ from jobweaver.scheduler.models import ExecutionStatus, JobExecution
 from jobweaver.scheduler.rescue import rescue_expired_leases
 from jobweaver.scheduler.tests.factories import (
     dispatched,
+    dispatched_record,
     execution_of,
     live_executor,
     submitted_job,
@@ -45,15 +46,6 @@ def four_slots():
         yield
         slots.close()
         shutdown.reset()
-
-
-def record_of(steps: list[dict], count: int) -> list[list[str | None]]:
-    """Submit `count` jobs and dispatch them as one record: [[job, event, trace], ...]."""
-    jobs = [submitted_job(steps).id for _ in range(count)]
-    live_executor()
-    sent: list = []
-    assert sorted(dispatch_due_jobs(job_ids=jobs, publish=sent.extend)) == sorted(jobs)
-    return [[d.job_id, d.event_id, d.trace_id] for d in sent]
 
 
 @pytest.fixture
@@ -95,7 +87,7 @@ def completed_events(job_id) -> int:
 
 @override_settings(JOBWEAVER_EXECUTOR_START_DELAY_MS=60_000)
 def test_a_busy_executor_writes_a_short_attempts_start_with_its_success(statements):
-    record = record_of(LOG, 3 * SLOTS)
+    record = dispatched_record(LOG, 3 * SLOTS)
 
     runner.deliveries_execute(record)
 
@@ -126,7 +118,7 @@ def test_a_busy_executor_writes_a_short_attempts_start_with_its_success(statemen
 
 
 def test_an_idle_executor_writes_the_start_first(statements):
-    record = record_of(LOG, SLOTS)
+    record = dispatched_record(LOG, SLOTS)
 
     with override_settings(JOBWEAVER_EXECUTOR_START_DELAY_MS=60_000):
         runner.deliveries_execute(record)
@@ -140,7 +132,7 @@ def test_an_idle_executor_writes_the_start_first(statements):
 
 @override_settings(JOBWEAVER_EXECUTOR_START_DELAY_MS=20)
 def test_an_attempt_running_past_the_delay_writes_its_start_then(statements):
-    record = record_of([{"action": "SLEEP", "durationMs": 600}], SLOTS + 1)
+    record = dispatched_record([{"action": "SLEEP", "durationMs": 600}], SLOTS + 1)
     first = uuid.UUID(record[0][0])
 
     thread = in_background(record)
@@ -169,7 +161,7 @@ def test_an_attempt_running_past_the_delay_writes_its_start_then(statements):
 
 @override_settings(JOBWEAVER_EXECUTOR_START_DELAY_MS=60_000)
 def test_a_cancel_while_it_runs_unstarted_wins_and_nothing_is_recorded():
-    record = record_of([{"action": "SLEEP", "durationMs": 300}], SLOTS + 1)
+    record = dispatched_record([{"action": "SLEEP", "durationMs": 300}], SLOTS + 1)
     in_line, event_id = uuid.UUID(record[0][0]), uuid.UUID(record[0][1])
 
     thread = in_background(record)
@@ -190,7 +182,7 @@ def test_a_cancel_while_it_runs_unstarted_wins_and_nothing_is_recorded():
 @override_settings(JOBWEAVER_EXECUTOR_START_DELAY_MS=60_000)
 def test_a_failure_before_the_start_is_written_is_recorded_on_a_started_attempt():
     steps = [{"action": "FAIL", "message": "oops", "retryable": True}]
-    record = record_of(steps, SLOTS + 1)
+    record = dispatched_record(steps, SLOTS + 1)
     in_line = uuid.UUID(record[-1][0])
 
     runner.deliveries_execute(record)

@@ -52,6 +52,16 @@ def dispatched(job_id: uuid.UUID) -> uuid.UUID:
     return uuid.UUID(sent[0][1])
 
 
+def dispatched_record(steps: list[dict], count: int) -> list[list[str | None]]:
+    """Submit `count` jobs and dispatch them as one run-job record: [[job, event, trace], ...],
+    as the executor's `run_jobs` task receives it."""
+    jobs = [submitted_job(steps).id for _ in range(count)]
+    live_executor()
+    sent: list = []
+    assert sorted(dispatch_due_jobs(job_ids=jobs, publish=sent.extend)) == sorted(jobs)
+    return [[d.job_id, d.event_id, d.trace_id] for d in sent]
+
+
 def started(job_id: uuid.UUID, worker_id: str = WORKER) -> ClaimedAttempt:
     """Dispatch the job and let a worker claim the delivery."""
     claimed = attempt_start(job_id=job_id, event_id=dispatched(job_id), worker_id=worker_id)
