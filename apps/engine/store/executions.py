@@ -503,19 +503,7 @@ def executions_start_and_complete(
     "steps_completed", "total_steps", "log_lines", "result"} each. Returns (job id, the
     start's wait since the dispatch) for those completed; a refused row (a cancel, or a rescue
     that took the delivery) changes nothing. Not for a workflow's job."""
-    document = [
-        {
-            "job_id": str(c["job_id"]),
-            "event_id": str(c["event_id"]),
-            "worker_id": c["worker_id"],
-            "ran": c["ran"],
-            "steps_completed": c["steps_completed"],
-            "total_steps": c["total_steps"],
-            "log_lines": c["log_lines"],
-            "result": c["result"],
-        }
-        for c in completions
-    ]
+    document = _completions_document(completions, also=("worker_id", "ran"))
     events = [event.topic for event in complete.events]
     with connection.cursor() as cursor:
         cursor.execute(
@@ -538,16 +526,8 @@ def _start_and_complete_sql(start_name: str, complete_name: str) -> str:
     assert start.target in complete.sources, "the completion follows the start"
     assert not start.events, "a start writes no events"
     qn = connection.ops.quote_name
-    table, jobs = qn(JobExecution._meta.db_table), qn(_job_model()._meta.db_table)
-    events = [
-        event_rows.insert_select_sql(
-            "moved.job_id::text",
-            event_rows.payload_sql(event, _COMPLETED_SOURCES[event]),
-            "j.trace_id",
-            f"FROM moved JOIN {jobs} j ON j.id = moved.job_id",
-        )
-        for event in complete.events
-    ]
+    table = qn(JobExecution._meta.db_table)
+    events = _completed_events_sql(complete)
     ctes = [
         "clock AS MATERIALIZED (SELECT clock_timestamp() AS now)",
         "batch AS MATERIALIZED (SELECT * FROM jsonb_to_recordset(%s::jsonb) AS b(job_id uuid, "
@@ -571,6 +551,30 @@ def _start_and_complete_sql(start_name: str, complete_name: str) -> str:
         "GREATEST(EXTRACT(EPOCH FROM moved.started_at - moved.dispatched_at), 0)"
         f"{_notify(complete, many=True)} FROM moved"
     )
+
+
+def _completions_document(completions: list[dict], also: tuple[str, ...] = ()) -> list[dict]:
+    """A batch of successes as the JSON rows their statement reads (`batch`): ids as text,
+    each attempt's report, and the keys `also`."""
+    keys = ("steps_completed", "total_steps", "log_lines", "result", *also)
+    return [
+        {"job_id": str(c["job_id"]), "event_id": str(c["event_id"])} | {k: c[k] for k in keys}
+        for c in completions
+    ]
+
+
+def _completed_events_sql(transition: Transition) -> list[str]:
+    """The INSERTs of the events a completion writes, one per event, over `moved` and its job."""
+    jobs = connection.ops.quote_name(_job_model()._meta.db_table)
+    return [
+        event_rows.insert_select_sql(
+            "moved.job_id::text",
+            event_rows.payload_sql(event, _COMPLETED_SOURCES[event]),
+            "j.trace_id",
+            f"FROM moved JOIN {jobs} j ON j.id = moved.job_id",
+        )
+        for event in transition.events
+    ]
 
 
 # The sources of the events a completion writes, over `moved` and its job `j`.
@@ -632,17 +636,7 @@ def executions_complete(transition: Transition, *, completions: list[dict]) -> l
     refuses left as they were. `completions`: {"job_id", "event_id", "steps_completed",
     "total_steps", "log_lines", "result"} each (None: leave the attempt's value). Returns the
     jobs completed. Not for a workflow's job: its completion settles its workflow."""
-    document = [
-        {
-            "job_id": str(c["job_id"]),
-            "event_id": str(c["event_id"]),
-            "steps_completed": c["steps_completed"],
-            "total_steps": c["total_steps"],
-            "log_lines": c["log_lines"],
-            "result": c["result"],
-        }
-        for c in completions
-    ]
+    document = _completions_document(completions)
     events = [event.topic for event in transition.events]
     with connection.cursor() as cursor:
         job_ids = [c["job_id"] for c in completions]
@@ -657,17 +651,9 @@ def executions_complete(transition: Transition, *, completions: list[dict]) -> l
 def _complete_many_sql(name: str) -> str:
     transition = TRANSITIONS[name]
     qn = connection.ops.quote_name
-    table, jobs = qn(JobExecution._meta.db_table), qn(_job_model()._meta.db_table)
+    table = qn(JobExecution._meta.db_table)
     attempts_table = qn(attempts.ExecutionAttempt._meta.db_table)
-    events = [
-        event_rows.insert_select_sql(
-            "moved.job_id::text",
-            event_rows.payload_sql(event, _COMPLETED_SOURCES[event]),
-            "j.trace_id",
-            f"FROM moved JOIN {jobs} j ON j.id = moved.job_id",
-        )
-        for event in transition.events
-    ]
+    events = _completed_events_sql(transition)
     ctes = [
         "clock AS MATERIALIZED (SELECT clock_timestamp() AS now)",
         "batch AS MATERIALIZED (SELECT * FROM jsonb_to_recordset(%s::jsonb) AS b(job_id uuid, "
