@@ -12,6 +12,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TypeVar
 
+import psycopg
+from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connection, connections
 from django.db.models import NOT_PROVIDED, DateTimeField, Func
 from django.db.models.expressions import DatabaseDefault
@@ -67,6 +69,20 @@ class DatabaseNow(Func):
 
     template = "clock_timestamp()"
     output_field = DateTimeField()
+
+
+def listen_connection() -> psycopg.Connection:
+    """A connection of its own to the default database, in autocommit, for LISTEN (Django's
+    connections are per thread and may sit in a transaction, where notifications wait)."""
+    db = settings.DATABASES[DEFAULT_DB_ALIAS]
+    return psycopg.connect(
+        dbname=db["NAME"],
+        user=db.get("USER") or None,
+        password=db.get("PASSWORD") or None,
+        host=db.get("HOST") or None,
+        port=db.get("PORT") or None,
+        autocommit=True,
+    )
 
 
 def seconds(value: float) -> timedelta:

@@ -15,6 +15,7 @@
     accept                         executions_accept                        (worker, its line)
     start + complete               executions_start_and_complete            (fenced per row, one)
     recall                         executions_recall                        (operator's pause)
+    recall_accepted                executions_recall_accepted               (worker, paused)
     operator_retry, cancel,        execution_retry, execution_cancel,       (operator)
     request_cancel, run_now        execution_run_now
 
@@ -382,6 +383,7 @@ class Accepted(NamedTuple):
     hard_timeout_seconds: int | None
     workflow_id: uuid.UUID | None
     redelivery_count: int
+    queue_name: str  # a pause of its queue or job type makes its executor give it back
 
 
 def executions_accept(
@@ -649,6 +651,29 @@ def executions_recall(*, queue_names: list[str] = (), job_types: list[str] = ())
     )
 
 
+def executions_recall_accepted(event_ids: list[uuid.UUID], *, executor_id: str) -> int:
+    """Transition "recall_accepted" for deliveries the executor `executor_id` accepted and will
+    not run: their queue or job type was paused while they waited in its line. Back to PENDING
+    as a pause's recall leaves them, fenced by their tokens (a stale one changes nothing).
+    Returns how many moved."""
+    assert_in_transaction("executions_recall_accepted")
+    return move_set(
+        "recall_accepted",
+        actor=WORKER,
+        statement=lambda transition: execution_rows.executions_recall_accepted(
+            transition, event_ids=list(event_ids), executor_id=executor_id
+        ),
+    )
+
+
+def executions_accepted_count(*, queue_names: list[str] = (), job_types: list[str] = ()) -> int:
+    """How many DISPATCHED executions of these queues or job types an executor accepted (and
+    neither started, ended nor gave back yet): what a pause waits for (a read)."""
+    return execution_rows.executions_accepted_count(
+        queue_names=list(queue_names), job_types=list(job_types)
+    )
+
+
 def _lock_or_404(job_id: uuid.UUID) -> JobExecution:
     execution = _lock(job_id)
     if execution is None:
@@ -754,11 +779,13 @@ __all__ = [
     "execution_should_stop",
     "execution_snooze",
     "executions_accept",
+    "executions_accepted_count",
     "executions_complete",
     "executions_create",
     "executions_hold",
     "executions_lock_expired",
     "executions_recall",
+    "executions_recall_accepted",
     "executions_start",
     "executions_start_and_complete",
     "executions_unsend",

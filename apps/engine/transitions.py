@@ -85,6 +85,9 @@ TRANSITIONS: dict[str, Transition] = {
         # A pause took back deliveries no worker had started: waiting again, in their place in
         # line, token cleared (the message still on Kafka is fenced off), nothing counted.
         _t("recall", {S.DISPATCHED}, S.PENDING, OPERATOR, fenced=False),
+        # The pause leaves the deliveries an executor accepted (one may run already): that
+        # executor gives back the ones still in its line, the same way, fenced by their tokens.
+        _t("recall_accepted", {S.DISPATCHED}, S.PENDING, WORKER, fenced=True),
         _t("start", {S.DISPATCHED}, S.RUNNING, WORKER, fenced=True),
         # A delivery reached an executor that does not serve its queue (a rebalance moved the
         # partition): back in line at once for a serving one, no attempt, counted (§15).

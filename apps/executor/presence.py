@@ -7,23 +7,30 @@ received but not started yet (Celery's reserved requests): waiting for a free sl
 jobs is not a lost delivery. A process that stops beating — killed, frozen (SIGSTOP), cut off —
 loses its credits after JOBWEAVER_WORKER_TTL_SECONDS, and its deliveries are redelivered or
 rescued when their leases expire. A clean shutdown deregisters at once.
+
+With JOBWEAVER_EXECUTOR_START_DELAY_MS on, the thread also LISTENs for pauses on a connection of
+its own: when one commits, the accepted deliveries of the paused work still waiting in this
+process's line go back at once (`runner.give_back_paused`, apps/executor/pauses.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 
+import psycopg
 from celery.worker import state as worker_state
 from django.db import connection
 
 from jobweaver.conf import settings
 from jobweaver.core import liveness
-from jobweaver.core.db import DATABASE_UNAVAILABLE
+from jobweaver.core.db import DATABASE_UNAVAILABLE, listen_connection
 from jobweaver.engine import executions
+from jobweaver.engine.claim import PAUSE_CHANNEL
 from jobweaver.executor import slots
-from jobweaver.executor.runner import process_identity
+from jobweaver.executor.runner import give_back_paused, process_identity
 from jobweaver.scheduler import flow
 
 logger = logging.getLogger(__name__)
@@ -69,6 +76,9 @@ class Presence(threading.Thread):
         self.serves = list(serves)  # the job queues this executor runs (ARCHITECTURE §15)
         self.worker_id = process_identity()
         self.stopping = threading.Event()
+        # Only an executor that accepts deliveries (the start delay) needs to hear of pauses.
+        self.watches_pauses = settings.JOBWEAVER_EXECUTOR_START_DELAY_MS > 0
+        self.listener: psycopg.Connection | None = None
 
     def run(self) -> None:
         beaten: list[int] | None = None
@@ -84,6 +94,9 @@ class Presence(threading.Thread):
                 )
                 beaten = partitions
                 executions.executions_hold(_waiting_event_ids(), executor_id=self.worker_id)
+                if self.watches_pauses:  # a pause this thread did not hear of, too
+                    self._listen()
+                    give_back_paused()
             except DATABASE_UNAVAILABLE as exc:
                 logger.warning("executor heartbeat failed: %s", exc)
                 connection.close()
@@ -92,6 +105,7 @@ class Presence(threading.Thread):
             liveness.touch("executor")
             if self._wait_for_next_beat(beaten):
                 break
+        self._unlisten()
         try:
             flow.executor_deregister(worker_id=self.worker_id)
             logger.info("executor %s deregistered", self.worker_id)
@@ -107,7 +121,7 @@ class Presence(threading.Thread):
         True when the thread is stopping."""
         deadline = time.monotonic() + settings.JOBWEAVER_WORKER_HEARTBEAT_SECONDS
         while (left := deadline - time.monotonic()) > 0:
-            if self.stopping.wait(min(left, ASSIGNMENT_WATCH_SECONDS)):
+            if self._wait(min(left, ASSIGNMENT_WATCH_SECONDS)):
                 return True
             partitions = self._partitions()
             if partitions != beaten:
@@ -115,6 +129,37 @@ class Presence(threading.Thread):
                     return self.stopping.wait(NEW_PARTITION_SETTLE_SECONDS)
                 return False
         return self.stopping.is_set()
+
+    def _wait(self, seconds: float) -> bool:
+        """Wait `seconds`, hearing of pauses meanwhile; True when the thread is stopping."""
+        if self.listener is None:
+            return self.stopping.wait(seconds)
+        try:
+            if list(self.listener.notifies(timeout=seconds, stop_after=1)):
+                give_back_paused()
+        except psycopg.Error as exc:  # heard again at the next beat; pauses read there too
+            logger.warning("executor's pause listener lost its connection: %s", exc)
+            self._unlisten()
+        except DATABASE_UNAVAILABLE as exc:
+            logger.warning("paused deliveries not given back (at the next beat): %s", exc)
+            connection.close()
+        return self.stopping.is_set()
+
+    def _listen(self) -> None:
+        """LISTEN for pauses on a connection of this thread's own, if not already."""
+        if self.listener is None:
+            try:
+                self.listener = listen_connection()
+                self.listener.execute(f"LISTEN {PAUSE_CHANNEL}")
+            except psycopg.Error as exc:  # the beat reads the pauses meanwhile
+                logger.warning("executor cannot listen for pauses: %s", exc)
+                self._unlisten()
+
+    def _unlisten(self) -> None:
+        listener, self.listener = self.listener, None
+        if listener is not None:
+            with contextlib.suppress(psycopg.Error):
+                listener.close()
 
     def _partitions(self) -> list[int]:
         """The run-job partitions the worker's consumer owns now. Read through Celery's

@@ -25,7 +25,7 @@ from jobweaver.core.logcontext import log_context
 from jobweaver.core.tracing import span_under
 from jobweaver.engine import executions, ledger
 from jobweaver.engine.ledger import AttemptReport
-from jobweaver.executor import shutdown, slots
+from jobweaver.executor import pauses, shutdown, slots
 from jobweaver.executor.models import AttemptOutcome
 from jobweaver.executor.runners import runner_for
 from jobweaver.executor.services import (
@@ -37,6 +37,7 @@ from jobweaver.executor.services import (
     attempts_start,
     deliveries_accept,
     deliveries_give_back,
+    deliveries_recall_paused,
     unstarted_attempt,
 )
 from jobweaver.executor.steps import (
@@ -101,6 +102,11 @@ def deliveries_execute(deliveries: list[list[str | None]]) -> None:
             waiting = [one for one in waiting if one not in copies]
             record.ended(len(copies))
     admitted = pool.admit(waiting, record)
+    paused = [one for one in admitted if _paused(one)]  # paused since the record was sent
+    if paused:
+        admitted = [one for one in admitted if one not in paused]
+        _recall_paused([(one, record) for one in paused])
+        _free(pool, len(paused))
     runs = [_runs_unstarted(one) for one in admitted]
     ready = [run for run in runs if run is not None]
     to_start = [one for one, run in zip(admitted, runs, strict=True) if run is None]
@@ -188,6 +194,50 @@ def _runs_unstarted(delivery: Waiting) -> ClaimedAttempt | None:
     return unstarted_attempt(delivery.job_id, delivery.event_id, accepted)
 
 
+def _paused(delivery: Waiting) -> bool:
+    """An accepted delivery of a queue or job type paused since (as this process last read the
+    pauses): its executor gives it back, as the pause took back those no executor accepted."""
+    accepted = delivery.accepted
+    return accepted is not None and pauses.paused(accepted.queue_name, accepted.job_type)
+
+
+def give_back_paused() -> int:
+    """Read the pauses; give back the accepted deliveries of paused queues or job types that
+    wait in this process's line, and have attempts of them that run before their start was
+    written write it at their next checkpoint (the presence thread calls this when a pause or a
+    resume commits, and at each heartbeat). Returns how many went back."""
+    pauses.refresh()
+    for attempt in slots.unstarted_attempts():
+        if pauses.paused(attempt.claimed.queue_name, attempt.claimed.kind):
+            attempt.start_due = 0.0
+    pool = slots.current()
+    line = pool.take_from_line(_paused) if pool is not None else []
+    if line:
+        _recall_paused(line)
+    return len(line)
+
+
+def _recall_paused(line: list[tuple[Waiting, slots.Record]]) -> None:
+    """Give back accepted deliveries of paused work (each ends for its record); none holds a
+    slot. A failed statement leaves them DISPATCHED and accepted: their leases, no longer
+    renewed, expire and the rescue sends them again once the pause is lifted."""
+    event_ids = [one.event_id for one, _ in line]
+    for event_id in event_ids:
+        slots.accepted_done(event_id)
+    error = None
+    try:
+        given = retry_while_database_unavailable(
+            lambda: deliveries_recall_paused(event_ids, executor_id=process_identity()),
+            what="the give-back of paused deliveries",
+            timeout=DATABASE_RETRY_SECONDS,
+        )
+        logger.info("paused: %d of %d accepted deliveries given back", given, len(line))
+    except BaseException as failed:  # noqa: BLE001 - each record's thread raises it
+        error = failed
+    for _, record in line:
+        record.ended(error=error)
+
+
 def _run(pool: slots.Slots, claimed: ClaimedAttempt, record: slots.Record) -> None:
     """Run a started attempt holding its slot: the slot goes on to the next delivery in line as
     soon as the work is done, while this thread writes the ending; the record learns that this
@@ -230,6 +280,10 @@ def _start_on_slot_thread(pool: slots.Slots, delivery: Waiting, record: slots.Re
         _free(pool, 1)
         return
     _sound_connection()
+    if _paused(delivery):
+        _recall_paused([(delivery, record)])
+        _free(pool, 1)
+        return
     unstarted = _runs_unstarted(delivery)
     if unstarted is not None:
         _run(pool, unstarted, record)
@@ -348,7 +402,7 @@ class AttemptRunner:
         runner = runner_for(claimed.kind)
         if not self.unstarted:
             return self._run(runner)
-        slots.unstarted_add(claimed.event_id)  # its dispatch lease is renewed meanwhile
+        slots.unstarted_add(claimed.event_id, self)  # its dispatch lease is renewed meanwhile
         try:
             return self._run(runner)
         finally:

@@ -42,6 +42,7 @@ class ClaimedAttempt:
     # JOBWEAVER_HARD_TIMEOUT_GRACE_SECONDS. The threads pool cannot kill and ignores it.
     hard_timeout_seconds: int | None = None
     workflow_id: uuid.UUID | None = None  # its completion releases its dependents (§16)
+    queue_name: str = ""  # known when accepted: a pause of its queue makes it write its start
     # False: an accepted delivery run before its start was written (apps/executor/runner.py);
     # its AttemptRunner writes the start later, or with the success.
     started: bool = True
@@ -106,6 +107,7 @@ def _attempt(
     fields: executions.Started | executions.Accepted,
     *,
     started: bool,
+    queue_name: str = "",
 ) -> ClaimedAttempt:
     return ClaimedAttempt(
         job_id=job_id,
@@ -119,6 +121,7 @@ def _attempt(
         hard_timeout_seconds=fields.hard_timeout_seconds,
         workflow_id=fields.workflow_id,
         started=started,
+        queue_name=queue_name,
     )
 
 
@@ -137,7 +140,7 @@ def unstarted_attempt(
     job_id: uuid.UUID, event_id: uuid.UUID, accepted: executions.Accepted
 ) -> ClaimedAttempt:
     """An accepted delivery as an attempt that runs before its start is written."""
-    return _attempt(job_id, event_id, accepted, started=False)
+    return _attempt(job_id, event_id, accepted, started=False, queue_name=accepted.queue_name)
 
 
 def deliveries_give_back(event_ids: list[uuid.UUID]) -> int:
@@ -148,6 +151,17 @@ def deliveries_give_back(event_ids: list[uuid.UUID]) -> int:
         return 0
     with transaction.atomic():
         return executions.executions_give_back(event_ids)
+
+
+def deliveries_recall_paused(event_ids: list[uuid.UUID], *, executor_id: str) -> int:
+    """Accepted deliveries this executor will not run: their queue or job type was paused
+    while they waited in its line. Back to PENDING, in their place, no attempt, nothing
+    counted, as the pause takes back deliveries no executor accepted (a stale one changes
+    nothing)."""
+    if not event_ids:
+        return 0
+    with transaction.atomic():
+        return executions.executions_recall_accepted(event_ids, executor_id=executor_id)
 
 
 def attempt_finish(

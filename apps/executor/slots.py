@@ -93,6 +93,15 @@ class Slots:
             self._line.clear()
             return line
 
+    def take_from_line(self, which) -> list[tuple[Any, Record]]:
+        """The deliveries waiting in line for which `which(delivery)` is true, which leave it
+        (their queue was paused)."""
+        with self._lock:
+            taken = [(delivery, record) for delivery, record in self._line if which(delivery)]
+            if taken:
+                self._line = deque(item for item in self._line if not which(item[0]))
+            return taken
+
     def waiting(self) -> list:
         with self._lock:
             return [delivery for delivery, _ in self._line]
@@ -133,6 +142,11 @@ def close() -> None:
         closing.close()
 
 
+def current() -> Slots | None:
+    """This process's slots, if a record created them."""
+    return _slots
+
+
 def waiting() -> list:
     """The deliveries waiting in this process's line for a slot."""
     current = _slots
@@ -162,21 +176,28 @@ def accepted_done(event_id) -> None:
         _accepted.discard(event_id)
 
 
-# Event ids of the attempts running before their start was written (runner.AttemptRunner):
-# their deliveries are still DISPATCHED, so the presence thread renews their leases.
-_unstarted: set = set()
+# The attempts running before their start was written (runner.AttemptRunner), by event id:
+# their deliveries are still DISPATCHED, so the presence thread renews their leases, and a pause
+# of their queue has them write their start at once.
+_unstarted: dict = {}
 
 
-def unstarted_add(event_id) -> None:
+def unstarted_add(event_id, attempt) -> None:
     with _lock:
-        _unstarted.add(event_id)
+        _unstarted[event_id] = attempt
 
 
 def unstarted_discard(event_id) -> None:
     with _lock:
-        _unstarted.discard(event_id)
+        _unstarted.pop(event_id, None)
 
 
 def unstarted() -> list:
+    """The event ids of the attempts running before their start was written."""
     with _lock:
         return list(_unstarted)
+
+
+def unstarted_attempts() -> list:
+    with _lock:
+        return list(_unstarted.values())

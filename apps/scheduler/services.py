@@ -8,6 +8,8 @@ apps/engine/claim/rules.py.
 
 from __future__ import annotations
 
+import logging
+import time
 import uuid
 
 from django.db import transaction
@@ -27,7 +29,14 @@ from jobweaver.scheduler.models import (
     Queue,
 )
 
+logger = logging.getLogger(__name__)
+
 MAX_LIMIT_VALUE = 1_000_000
+# How long a pause waits, after its commit, for the executors to give back the deliveries of its
+# work they accepted (JOBWEAVER_EXECUTOR_START_DELAY_MS): they hear of it at once; a frozen or
+# cut-off one does not, and the pause returns anyway.
+PAUSE_SETTLE_SECONDS = 2.0
+PAUSE_SETTLE_POLL_SECONDS = 0.005
 
 
 @transaction.atomic
@@ -74,9 +83,10 @@ def queue_pause_check(*, scope, name, reason="") -> tuple[str, str]:
 
 
 def queue_pause(*, scope: str, name: str, reason: str = "", paused_by: str = "") -> Pause:
-    """Pause a queue or a job type: from commit on, nothing of it starts. Deliveries sent but
-    not started are taken back (transition "recall"); running work finishes; waiting work stays
-    PENDING. Pausing what is paused changes nothing and returns the pause."""
+    """Pause a queue or a job type: once it returns, nothing more of it starts. Deliveries sent
+    but not started are taken back (transition "recall"), those an executor accepted by that
+    executor; running work finishes; waiting work stays PENDING. Pausing what is paused changes
+    nothing and returns the pause."""
     pause, _ = queue_pause_ensure(scope=scope, name=name, reason=reason, paused_by=paused_by)
     return pause
 
@@ -99,7 +109,28 @@ def queue_pause_ensure(
         pause.refresh_from_db(fields=["paused_at"])
         queues, job_types = ([name], []) if scope == PauseScope.QUEUE else ([], [name])
         executions.executions_recall(queue_names=queues, job_types=job_types)
+        # The recall leaves the deliveries executors accepted (one may run already): the
+        # executors give back those still in line when they hear of the pause.
+        claim.notify_pauses()
+        transaction.on_commit(lambda: _await_accepted_given_back(queues, job_types))
     return pause, created
+
+
+def _await_accepted_given_back(queues: list[str], job_types: list[str]) -> None:
+    """After a pause's commit: wait until no delivery of its work is accepted any more (each
+    given back, started or ended), PAUSE_SETTLE_SECONDS at most."""
+    deadline = time.monotonic() + PAUSE_SETTLE_SECONDS
+    while left := executions.executions_accepted_count(queue_names=queues, job_types=job_types):
+        if time.monotonic() >= deadline:
+            logger.warning(
+                "pause of %s: %d accepted deliveries not given back within %.0f s (their "
+                "executor is frozen or cut off); they may still start",
+                ", ".join(queues + job_types),
+                left,
+                PAUSE_SETTLE_SECONDS,
+            )
+            return
+        time.sleep(PAUSE_SETTLE_POLL_SECONDS)
 
 
 @transaction.atomic
@@ -110,6 +141,7 @@ def queue_resume(*, scope: str, name: str) -> bool:
     deleted, _ = Pause.objects.filter(scope=scope, name=name).delete()
     if deleted:
         claim.notify_dispatch()
+        claim.notify_pauses()  # executors run what they accept of it again
     return bool(deleted)
 
 

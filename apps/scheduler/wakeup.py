@@ -22,6 +22,7 @@ import psycopg
 from django.db import connection
 
 from jobweaver.conf import settings
+from jobweaver.core.db import listen_connection
 from jobweaver.engine.claim import DISPATCH_CHANNEL
 from jobweaver.scheduler.dispatch import dispatch_due_jobs
 from jobweaver.scheduler.flow import live_slots
@@ -60,18 +61,6 @@ def _credits(notification) -> int:
     return int(notification.payload) if notification.payload.isdigit() else 1
 
 
-def _listen_connection() -> psycopg.Connection:
-    db = settings.DATABASES["default"]
-    return psycopg.connect(
-        dbname=db["NAME"],
-        user=db.get("USER") or None,
-        password=db.get("PASSWORD") or None,
-        host=db.get("HOST") or None,
-        port=db.get("PORT") or None,
-        autocommit=True,
-    )
-
-
 class WakeUp(threading.Thread):
     def __init__(self):
         super().__init__(name="jobweaver-wakeup", daemon=True)
@@ -80,7 +69,7 @@ class WakeUp(threading.Thread):
     def run(self) -> None:
         while not self.stopping.is_set():
             try:
-                with _listen_connection() as listener:
+                with listen_connection() as listener:
                     listener.execute(f"LISTEN {DISPATCH_CHANNEL}")
                     starved = not self._dispatch()  # what freed up while we were not listening
                     due = _NextDue(listener)

@@ -31,6 +31,7 @@ from jobweaver.engine.store import keys as key_rows
 from jobweaver.engine.transitions import Actor
 
 DISPATCH_CHANNEL = execution_rows.DISPATCH_CHANNEL
+PAUSE_CHANNEL = execution_rows.PAUSE_CHANNEL
 DISPATCH_LOCK_KEY = claim_rows.DISPATCH_LOCK_KEY
 
 
@@ -65,6 +66,12 @@ def lock_dispatch(*, planned: bool = False) -> None:
 def notify_dispatch() -> None:
     """Wake the dispatcher when this transaction commits (NOTIFY is transactional)."""
     execution_rows.notify_dispatch()
+
+
+def notify_pauses() -> None:
+    """Tell the executors, when this transaction commits, that the pauses changed: one that
+    holds accepted deliveries of a paused queue or job type gives them back (§15)."""
+    execution_rows.notify_pauses()
 
 
 # --- keys per owner, shared under a global limit (§17) ------------------------------------------

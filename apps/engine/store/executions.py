@@ -34,8 +34,10 @@ from jobweaver.scheduler.models import ExecutionStatus, JobExecution, status_lit
 from jobweaver.workflows.models import Node, WorkflowStatus
 
 DISPATCH_CHANNEL = "jobweaver_dispatch"
+# A pause or a resume committed: executors holding accepted deliveries read the pauses again.
+PAUSE_CHANNEL = "jobweaver_pause"
 _CHANNEL = re.compile(r"[a-z_][a-z0-9_]*")
-assert _CHANNEL.fullmatch(DISPATCH_CHANNEL)
+assert _CHANNEL.fullmatch(DISPATCH_CHANNEL) and _CHANNEL.fullmatch(PAUSE_CHANNEL)
 
 
 def _statuses(statuses) -> str:
@@ -64,6 +66,12 @@ def _notify(transition: Transition, *, many: bool = False) -> str:
 def notify_dispatch() -> None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_notify(%s, '')", [DISPATCH_CHANNEL])
+
+
+@named("NOTIFY the executors once the transaction commits (a pause or a resume)")
+def notify_pauses() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_notify(%s, '')", [PAUSE_CHANNEL])
 
 
 # --- rows as model instances ----------------------------------------------------------------
@@ -454,7 +462,7 @@ def executions_accept(
     """Mark many DISPATCHED (job id, event id) accepted by `executor_id`, its lease the
     executor's to renew, one statement, each row fenced by its own token: {(job id, event
     id): (the attempt it would be, job_type, instruction, trace_id, traceparent,
-    timeout_seconds, hard_timeout_seconds, workflow_id, redelivery_count)} for the ones
+    timeout_seconds, hard_timeout_seconds, workflow_id, redelivery_count, queue_name)} for the ones
     accepted. A stale token, an unserved queue or a delivery another executor accepted
     leaves its row as it was."""
     document = [{"job_id": str(j), "event_id": str(e)} for j, e in deliveries]
@@ -478,14 +486,15 @@ def _accept_many_sql(name: str) -> str:
         "accepted = true, worker_id = %s, lease_expires_at = clock.now + %s "
         f"FROM clock, batch b WHERE {_BATCH_ROWS} AND e.queue_name = ANY(%s) "
         f"AND {_NOT_ACCEPTED_BY_ANOTHER} "
-        "RETURNING e.job_id, e.current_event_id, e.attempt_count, e.redelivery_count)",
+        "RETURNING e.job_id, e.current_event_id, e.attempt_count, e.redelivery_count, "
+        "e.queue_name)",
     ]
     return (
         f"WITH {', '.join(ctes)} SELECT moved.job_id, moved.current_event_id, "
         "moved.attempt_count + 1, j.job_type, j.instruction, j.trace_id, j.traceparent, "
         "j.timeout_seconds, j.hard_timeout_seconds, "
         f"(SELECT n.workflow_id FROM {node} n WHERE n.job_id = moved.job_id), "
-        f"moved.redelivery_count FROM moved JOIN {jobs} j ON j.id = moved.job_id"
+        f"moved.redelivery_count, moved.queue_name FROM moved JOIN {jobs} j ON j.id = moved.job_id"
     )
 
 
@@ -871,6 +880,30 @@ def executions_recall(
         "(e.queue_name = ANY(%s) OR e.job_type = ANY(%s)) AND NOT e.accepted",
         [list(queue_names), list(job_types)],
     )
+
+
+@named("UPDATE deliveries an executor accepted and gives back unstarted (paused) to PENDING")
+def executions_recall_accepted(
+    transition: Transition, *, event_ids: list[uuid.UUID], executor_id: str
+) -> int:
+    return _move_set(
+        transition,
+        "current_event_id = NULL, lease_expires_at = NULL, worker_id = '', accepted = false",
+        "e.current_event_id = ANY(%s) AND e.accepted AND e.worker_id = %s",
+        [list(event_ids), executor_id],
+    )
+
+
+@named("SELECT how many DISPATCHED executions of these queues or job types are accepted")
+def executions_accepted_count(*, queue_names: list[str], job_types: list[str]) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT count(*) FROM {connection.ops.quote_name(JobExecution._meta.db_table)} e "
+            f"WHERE e.status = {status_literal(ExecutionStatus.DISPATCHED)} AND e.accepted "
+            "AND (e.queue_name = ANY(%s) OR e.job_type = ANY(%s))",
+            [list(queue_names), list(job_types)],
+        )
+        return cursor.fetchone()[0]
 
 
 # --- a workflow's waiting jobs (§16) --------------------------------------------------------------

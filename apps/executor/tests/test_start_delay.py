@@ -17,12 +17,13 @@ from django.utils import timezone
 
 from jobweaver.core.kafka import JOB_COMPLETED
 from jobweaver.engine import executions
-from jobweaver.executor import runner, shutdown, slots
+from jobweaver.executor import pauses, runner, shutdown, slots
 from jobweaver.executor.models import ExecutionAttempt
 from jobweaver.outbox.models import OutboxEvent
+from jobweaver.scheduler import services as scheduler_services
 from jobweaver.scheduler.dispatch import dispatch_due_jobs
 from jobweaver.scheduler.invariants import check_invariants
-from jobweaver.scheduler.models import ExecutionStatus, JobExecution
+from jobweaver.scheduler.models import ExecutionStatus, JobExecution, Pause
 from jobweaver.scheduler.rescue import rescue_expired_leases
 from jobweaver.scheduler.tests.factories import (
     dispatched,
@@ -46,6 +47,7 @@ def four_slots():
         yield
         slots.close()
         shutdown.reset()
+        pauses.known(queues=[], job_types=[])
 
 
 @pytest.fixture
@@ -232,18 +234,74 @@ def test_an_accepted_delivery_is_started_by_its_executor_only():
     assert execution_of(job_id).status == ExecutionStatus.RUNNING
 
 
-def test_a_pause_leaves_the_deliveries_an_executor_accepted():
+def test_a_pause_leaves_accepted_deliveries_to_their_executor_and_waits_for_it(monkeypatch, caplog):
     accepted, other = submitted_job(LOG).id, submitted_job(LOG).id
     executions.executions_accept(
         [(accepted, dispatched(accepted))], executor_id="a:1", serves=["default"]
     )
     dispatched(other)
+    monkeypatch.setattr(scheduler_services, "PAUSE_SETTLE_SECONDS", 0.2)
 
-    with transaction.atomic():
-        assert executions.executions_recall(queue_names=["default"]) == 1
+    # No executor answers here: the pause waits for one, then returns all the same.
+    scheduler_services.queue_pause(scope="QUEUE", name="default")
 
     assert execution_of(accepted).status == ExecutionStatus.DISPATCHED  # it may run already
     assert execution_of(other).status == ExecutionStatus.PENDING
+    assert "1 accepted deliveries not given back within" in caplog.text
+
+
+def waiting_in_line(count: int) -> list:
+    wait_for(lambda: len(slots.waiting()) == count, timeout=10, message=f"{count} in line")
+    return [one.job_id for one in slots.waiting()]
+
+
+@override_settings(JOBWEAVER_EXECUTOR_START_DELAY_MS=60_000)
+def test_a_pause_has_the_executor_give_back_what_waits_in_its_line():
+    record = dispatched_record([{"action": "SLEEP", "durationMs": 300}], SLOTS + 3)
+    thread = in_background(record)
+    in_line = waiting_in_line(3)
+    running = [uuid.UUID(job) for job, _, _ in record if uuid.UUID(job) not in in_line]
+
+    # What a pause's commit does to accepted deliveries: its statement leaves them, and the
+    # executor, told of it, gives back those still in line (the presence thread calls this).
+    Pause.objects.create(scope="QUEUE", name="default", paused_at=timezone.now())
+    with transaction.atomic():
+        assert executions.executions_recall(queue_names=["default"]) == 0
+    assert runner.give_back_paused() == 3
+    # The running ones, not yet started in the database, write their start at once.
+    wait_for(
+        lambda: {execution_of(job).status for job in running} == {ExecutionStatus.RUNNING},
+        timeout=10,
+        message="the running ones written RUNNING",
+    )
+    thread.join(10)
+
+    assert not thread.is_alive()
+    for job_id in in_line:  # back in their place in line, as the pause takes back any other
+        execution = execution_of(job_id)
+        assert (execution.status, execution.accepted, execution.worker_id) == ("PENDING", False, "")
+        assert execution.current_event_id is None and execution.dispatched_at is not None
+        assert not ExecutionAttempt.objects.filter(job_id=job_id).exists()
+    assert {execution_of(job).status for job in running} == {ExecutionStatus.COMPLETED}
+    assert check_invariants() == []
+
+
+@override_settings(JOBWEAVER_EXECUTOR_START_DELAY_MS=60_000)
+def test_an_accepted_delivery_of_paused_work_is_given_back_at_its_turn_in_line():
+    record = dispatched_record([{"action": "SLEEP", "durationMs": 200}], SLOTS + 2)
+    thread = in_background(record)
+    in_line = waiting_in_line(2)
+
+    # The executor heard of the pause; its line was not swept (the pause came as a slot took
+    # them): each slot gives its delivery back instead of running it.
+    pauses.known(queues=["default"], job_types=[])
+    thread.join(10)
+
+    assert not thread.is_alive()
+    assert {execution_of(job).status for job in in_line} == {ExecutionStatus.PENDING}
+    assert not ExecutionAttempt.objects.filter(job_id__in=in_line).exists()
+    assert ExecutionAttempt.objects.filter(outcome="SUCCESS").count() == SLOTS
+    assert check_invariants() == []
 
 
 @override_settings(JOBWEAVER_LEASE_SECONDS=30, JOBWEAVER_DISPATCH_TIMEOUT_SECONDS=300)

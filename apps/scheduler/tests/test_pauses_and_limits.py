@@ -460,7 +460,7 @@ def test_a_keys_work_goes_in_priority_order_however_little_of_its_line_is_probed
 def test_a_new_job_left_by_the_fast_path_wakes_the_full_dispatch():
     """The key has room and only paused work set aside: the fast path still leaves the new job
     to a full dispatch (it cannot tell where the set-aside work is), so it must wake one."""
-    from jobweaver.scheduler.wakeup import _listen_connection
+    from jobweaver.core.db import listen_connection
 
     concurrency_limit_set(pattern="k", max_running=1, max_per_second=None)
     live_executor()
@@ -471,7 +471,7 @@ def test_a_new_job_left_by_the_fast_path_wakes_the_full_dispatch():
     queue_pause(scope="QUEUE", name="bulk")
     finish(running)
 
-    with _listen_connection() as listener:
+    with listen_connection() as listener:
         listener.execute("LISTEN jobweaver_dispatch")
         new = submitted_job(concurrencyKey="k").id
         assert execution_of(new).status == ExecutionStatus.PENDING

@@ -34,14 +34,15 @@ def test_a_batch_of_successes_tells_the_dispatcher_how_many_credits_it_freed(mon
     the wake-up adds up to decide when to dispatch (fold_credits)."""
     # Committed submits would be dispatched by their fast path: the test dispatches each itself.
     monkeypatch.setattr("jobweaver.jobs.services.dispatch_job_now", lambda job_id: None)
+    from jobweaver.core.db import listen_connection
     from jobweaver.engine import executions
     from jobweaver.engine.claim import DISPATCH_CHANNEL
     from jobweaver.engine.ledger import AttemptReport
     from jobweaver.scheduler.tests.factories import started
-    from jobweaver.scheduler.wakeup import _credits, _listen_connection
+    from jobweaver.scheduler.wakeup import _credits
 
     claims = [started(submitted_job([{"action": "LOG", "message": "x"}]).id) for _ in range(3)]
-    with _listen_connection() as listener:
+    with listen_connection() as listener:
         listener.execute(f"LISTEN {DISPATCH_CHANNEL}")
         report = AttemptReport(steps_completed=1, log_lines=[])
         executions.executions_complete([(c.job_id, c.event_id, report) for c in claims])
