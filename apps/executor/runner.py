@@ -218,9 +218,10 @@ def give_back_paused() -> int:
 
 
 def _recall_paused(line: list[tuple[Waiting, slots.Record]]) -> None:
-    """Give back accepted deliveries of paused work (each ends for its record); none holds a
-    slot. A failed statement leaves them DISPATCHED and accepted: their leases, no longer
-    renewed, expire and the rescue sends them again once the pause is lifted."""
+    """Give back accepted deliveries of paused work (each ends for its record; the caller frees
+    a slot any of them held). A failed statement leaves them DISPATCHED and accepted: their
+    leases, no longer renewed, expire and the rescue sends them again once the pause is
+    lifted."""
     event_ids = [one.event_id for one, _ in line]
     for event_id in event_ids:
         slots.accepted_done(event_id)
