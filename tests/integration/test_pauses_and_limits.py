@@ -407,9 +407,8 @@ def pause_mid_backlog_then_resume(
 def test_pausing_a_queue_mid_backlog_starts_nothing_more_until_resume(stack, rules, unique):
     settled_executors(stack)
     bulk = "paused-bulk"  # one of the test stack's queues (settings_test), this test's alone
-    # Enough that the executors' credits (their slots x the prefetch) leave work waiting in
-    # PostgreSQL.
-    count = max(40, (settings.JOBWEAVER_DISPATCH_PREFETCH + 2) * live_slots())
+    # Enough that the executors' credits (twice their slots) leave work waiting in PostgreSQL.
+    count = max(40, 4 * live_slots())
     job_ids = submit([sleep_job(queueName=bulk) for _ in range(count)])
     pause_mid_backlog_then_resume(
         rules,
@@ -423,7 +422,7 @@ def test_pausing_a_queue_mid_backlog_starts_nothing_more_until_resume(stack, rul
 def test_pausing_a_job_type_mid_backlog_starts_nothing_more_until_resume(stack, rules):
     settled_executors(stack)
     task = {"jobType": "TASK", "payload": {"task": SLEEP_TASK, "kwargs": {"seconds": 0.3}}}
-    job_ids = submit([task] * max(16, (settings.JOBWEAVER_DISPATCH_PREFETCH + 1) * live_slots()))
+    job_ids = submit([task] * max(16, 3 * live_slots()))
     pause_mid_backlog_then_resume(
         rules,
         scope="JOB_TYPE",

@@ -9,7 +9,6 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from jobweaver.conf import settings
 from jobweaver.jobs.models import Job
 from jobweaver.scheduler.dispatch import dispatch_due_jobs
 from jobweaver.scheduler.models import JobExecution
@@ -102,7 +101,7 @@ def test_the_claim_reads_the_line_under_statistics_that_saw_no_waiting_work():
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(explained):
-        assert len(dispatch_due_jobs(publish=[].extend)) == 2 * settings.JOBWEAVER_DISPATCH_PREFETCH
+        assert len(dispatch_due_jobs(publish=[].extend)) == 4
 
     (plan,) = plans
     line = plan.split("LockRows")[1]

@@ -18,13 +18,6 @@ from jobweaver.scheduler.tests.factories import WORKER, live_executor, submitted
 
 pytestmark = pytest.mark.django_db
 
-
-@pytest.fixture(autouse=True)
-def two_credits_a_slot(settings):
-    """The credit arithmetic below counts two deliveries in flight a slot."""
-    settings.JOBWEAVER_DISPATCH_PREFETCH = 2
-
-
 DEFAULT_POOL, GPU_POOL = "host-a:1", "host-b:2"
 
 

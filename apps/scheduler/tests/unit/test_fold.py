@@ -9,7 +9,7 @@ from jobweaver.scheduler.wakeup import fold_credits
 
 
 def test_half_the_window():
-    assert fold_credits(8) == 4  # one executor of 4 slots at prefetch 2
+    assert fold_credits(8) == 4  # one executor at the defaults: 4 slots x prefetch 2
     assert fold_credits(9) == 4
 
 
