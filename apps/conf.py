@@ -103,7 +103,7 @@ DEFAULTS: dict[str, object] = {
     # Issue 34: how long an attempt taken from a busy executor's line may run before its start
     # is written; one that succeeds sooner writes its start with its ending. 0: every start is
     # written before the work.
-    "JOBWEAVER_EXECUTOR_START_DELAY_MS": 0,
+    "JOBWEAVER_EXECUTOR_START_DELAY_MS": 50,
     "JOBWEAVER_HARD_TIMEOUT_GRACE_SECONDS": 10.0,
     "JOBWEAVER_LOG_LEVEL": "INFO",
     # Probes and metrics.

@@ -392,7 +392,7 @@ JOBWEAVER_EXECUTOR_MAX_MEMORY_PER_CHILD_MB = env.int(
 # unless the job sets its own hard_timeout_seconds.
 JOBWEAVER_HARD_TIMEOUT_GRACE_SECONDS = env.float("JOBWEAVER_HARD_TIMEOUT_GRACE_SECONDS", default=10)
 JOBWEAVER_EXECUTOR_WRITE_BATCH = env.int("JOBWEAVER_EXECUTOR_WRITE_BATCH", default=100)
-JOBWEAVER_EXECUTOR_START_DELAY_MS = env.int("JOBWEAVER_EXECUTOR_START_DELAY_MS", default=0)
+JOBWEAVER_EXECUTOR_START_DELAY_MS = env.int("JOBWEAVER_EXECUTOR_START_DELAY_MS", default=50)
 
 # Every line carries service, trace id, job id and attempt (apps/core/logcontext.py);
 # JOBWEAVER_LOG_FORMAT=json writes one JSON object per line instead of plain text.
