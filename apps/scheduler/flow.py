@@ -13,25 +13,35 @@ from django.db import connection
 
 from jobweaver.conf import settings
 from jobweaver.engine.claim import notify_dispatch
+from jobweaver.engine.claim.credits import window_sql
 from jobweaver.scheduler.models import ExecutorRegistration, live_registration
 
 
 def executor_heartbeat(
-    *, worker_id: str, queues: list[str], slots: int, partitions: list[int], joined: bool
+    *,
+    worker_id: str,
+    queues: list[str],
+    slots: int,
+    partitions: list[int],
+    joined: bool,
+    prefetch: int | None = None,
 ) -> None:
-    """Register or renew a live executor (database clock). `joined` (first beat, or its
-    partitions changed) wakes the dispatcher: there is new capacity to fill."""
+    """Register or renew a live executor (database clock), with the deliveries a slot it asks
+    for (`prefetch`; None: JOBWEAVER_DISPATCH_PREFETCH). `joined` (first beat, its partitions
+    changed, or it asks for more) wakes the dispatcher: there is new capacity to fill."""
     table = ExecutorRegistration._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            INSERT INTO {table} (worker_id, queues, slots, partitions, started_at, heartbeat_at)
-            VALUES (%s, %s, %s, %s, clock_timestamp(), clock_timestamp())
+            INSERT INTO {table}
+                (worker_id, queues, slots, partitions, prefetch, started_at, heartbeat_at)
+            VALUES (%s, %s, %s, %s, %s, clock_timestamp(), clock_timestamp())
             ON CONFLICT (worker_id) DO UPDATE SET
                 queues = EXCLUDED.queues, slots = EXCLUDED.slots,
-                partitions = EXCLUDED.partitions, heartbeat_at = EXCLUDED.heartbeat_at
+                partitions = EXCLUDED.partitions, prefetch = EXCLUDED.prefetch,
+                heartbeat_at = EXCLUDED.heartbeat_at
             """,
-            [worker_id, json.dumps(queues), slots, json.dumps(sorted(partitions))],
+            [worker_id, json.dumps(queues), slots, json.dumps(sorted(partitions)), prefetch],
         )
     if joined:
         notify_dispatch()
@@ -60,12 +70,14 @@ def live_executors() -> list[ExecutorRegistration]:
     )
 
 
-def live_slots(conn) -> int:
-    """The slots of the live executors the dispatcher may send to (those owning partitions),
-    read on `conn`, a psycopg connection (the dispatcher's wake-up reads it on its own)."""
+def live_window(conn) -> int:
+    """The credits of the live executors the dispatcher may send to (those owning partitions)
+    with nothing in flight: their slots x their prefetch (ARCHITECTURE §4a). Read on `conn`, a
+    psycopg connection (the dispatcher's wake-up reads it on its own)."""
+    table = ExecutorRegistration._meta.db_table
     row = conn.execute(
-        f"SELECT COALESCE(sum(slots), 0) FROM {ExecutorRegistration._meta.db_table} "
-        f"WHERE {LIVE} AND jsonb_array_length(partitions) > 0",
+        f"SELECT COALESCE(sum({window_sql('r')}), 0) FROM {table} r "
+        f"WHERE r.{LIVE} AND jsonb_array_length(r.partitions) > 0",
         [float(settings.JOBWEAVER_WORKER_TTL_SECONDS)],
     ).fetchone()
     return int(row[0])

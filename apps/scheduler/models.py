@@ -228,6 +228,8 @@ class ExecutorRegistration(models.Model):
     slots = models.PositiveIntegerField()
     # run-job partitions this executor's consumer owns now: where its deliveries are produced.
     partitions = models.JSONField(default=list)
+    # The deliveries a slot it asks for (executor/window.py); NULL: JOBWEAVER_DISPATCH_PREFETCH.
+    prefetch = models.PositiveSmallIntegerField(null=True, blank=True)
     started_at = models.DateTimeField()
     heartbeat_at = models.DateTimeField()
 

@@ -25,7 +25,7 @@ from jobweaver.conf import settings
 from jobweaver.core.db import listen_connection
 from jobweaver.engine.claim import DISPATCH_CHANNEL
 from jobweaver.scheduler.dispatch import dispatch_due_jobs
-from jobweaver.scheduler.flow import live_slots
+from jobweaver.scheduler.flow import live_window
 from jobweaver.scheduler.models import PENDING_DUE_ROWS, JobExecution
 
 logger = logging.getLogger(__name__)
@@ -153,8 +153,8 @@ def seconds_until_due(listener: psycopg.Connection) -> float | None:
 
 
 class _Window:
-    """The live executors' window in credits (the slots x JOBWEAVER_DISPATCH_PREFETCH), read at
-    most every WINDOW_TTL_SECONDS: it changes only when an executor joins or leaves."""
+    """The live executors' window in credits (their slots x their prefetch), read at most every
+    WINDOW_TTL_SECONDS: it changes when an executor joins or leaves, or asks for a deeper line."""
 
     def __init__(self, listener: psycopg.Connection):
         self.listener = listener
@@ -165,7 +165,7 @@ class _Window:
         now = time.monotonic()
         if self.read_at is None or now - self.read_at > WINDOW_TTL_SECONDS:
             self.read_at = now
-            self.value = live_slots(self.listener) * settings.JOBWEAVER_DISPATCH_PREFETCH
+            self.value = live_window(self.listener)
         return self.value
 
     def forget(self) -> None:

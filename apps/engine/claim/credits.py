@@ -1,7 +1,10 @@
 """Flow control's credits (ARCHITECTURE §4a): how much each live executor may be sent.
 
-An executor's credits are its slots x JOBWEAVER_DISPATCH_PREFETCH minus the executions
-dispatched to it or running on it; the dispatcher claims at most the sum, highest priority
+An executor's credits are its slots x its prefetch minus the executions dispatched to it or
+running on it. Its prefetch is JOBWEAVER_DISPATCH_PREFETCH, or more, up to
+JOBWEAVER_DISPATCH_PREFETCH_MAX, when it reports more with its heartbeat: an executor whose jobs
+are short asks for a deeper line (apps/executor/window.py), bounded here by this process's
+settings; the dispatcher claims at most the sum, highest priority
 first, and sends each delivery to a partition of the executor it was counted against, so an
 idle executor takes work while a busy one holds no more than it can start. Whenever a credit
 frees up, the transaction that freed it NOTIFYs the dispatcher (the mover does, from the
@@ -26,9 +29,24 @@ class Credit:
     queues: tuple[str, ...] = ("default",)  # the job queues the executor serves (§15)
 
 
+def prefetch_bounds() -> tuple[int, int]:
+    """The fewest and the most deliveries a slot an executor is given (a maximum below the
+    minimum is the minimum: a fixed prefetch)."""
+    low = settings.JOBWEAVER_DISPATCH_PREFETCH
+    return low, max(low, settings.JOBWEAVER_DISPATCH_PREFETCH_MAX)
+
+
+def window_sql(alias: str) -> str:
+    """SQL: the credits of the executor registration `alias` when nothing is in flight (its
+    slots x its prefetch within the bounds)."""
+    return f"{alias}.slots * {claim_rows.window_prefetch_sql(alias, *prefetch_bounds())}"
+
+
 def _settings() -> dict:
+    low, high = prefetch_bounds()
     return {
-        "prefetch": settings.JOBWEAVER_DISPATCH_PREFETCH,
+        "prefetch": low,
+        "prefetch_max": high,
         "ttl_seconds": settings.JOBWEAVER_WORKER_TTL_SECONDS,
     }
 

@@ -106,7 +106,9 @@ def dispatch_planning() -> None:
 
 
 @named("SELECT the live executors' credits, the rules' first rows and the queues' settings")
-def credits_and_rules(*, prefetch: int, ttl_seconds: float) -> tuple[list, list, list]:
+def credits_and_rules(
+    *, prefetch: int, prefetch_max: int, ttl_seconds: float
+) -> tuple[list, list, list]:
     """Credits as [worker_id, free, partitions, queues], rules as [scope,
     name, max_running, max_per_second], queues as [name, max_running, weight, in flight (when
     capped)]. Read after the dispatch lock, in a statement of its own: a statement that
@@ -117,7 +119,7 @@ def credits_and_rules(*, prefetch: int, ttl_seconds: float) -> tuple[list, list,
             SELECT
                 (SELECT json_agg(json_build_array(c.worker_id, c.free, c.partitions, c.queues)
                                  ORDER BY c.worker_id)
-                 FROM ({_credits_sql(prefetch, ttl_seconds)}) AS c),
+                 FROM ({_credits_sql(prefetch, prefetch_max, ttl_seconds)}) AS c),
                 (SELECT json_agg(json_build_array(r.scope, r.name, r.max_running,
                                                   r.max_per_second))
                  FROM ({rules_sql()}) AS r),
@@ -145,20 +147,22 @@ def _queues_sql() -> str:
 
 
 @named("SELECT the live executors' free credits: (worker_id, free, partitions, …) by worker id")
-def credits(*, prefetch: int, ttl_seconds: float) -> list:
+def credits(*, prefetch: int, prefetch_max: int, ttl_seconds: float) -> list:
     with connection.cursor() as cursor:
-        cursor.execute(_credits_sql(prefetch, ttl_seconds))
+        cursor.execute(_credits_sql(prefetch, prefetch_max, ttl_seconds))
         return cursor.fetchall()
 
 
 @functools.lru_cache(maxsize=8)
-def _credits_sql(prefetch: int, ttl_seconds: float) -> str:
+def _credits_sql(prefetch: int, prefetch_max: int, ttl_seconds: float) -> str:
     """The credits' SQL with its values (settings, never input) and the statuses written in:
     one generic plan, not a custom plan per call (bench/NOTES.md)."""
     registrations = ExecutorRegistration._meta.db_table
     executions = JobExecution._meta.db_table
     return f"""
-        SELECT r.worker_id, r.slots * {int(prefetch)} - COALESCE(f.in_flight, 0) AS free,
+        SELECT r.worker_id,
+            r.slots * {window_prefetch_sql("r", prefetch, prefetch_max)}
+                - COALESCE(f.in_flight, 0) AS free,
             r.partitions, r.queues
         FROM {registrations} r
         LEFT JOIN (
@@ -170,6 +174,12 @@ def _credits_sql(prefetch: int, ttl_seconds: float) -> str:
           AND jsonb_array_length(r.partitions) > 0
         ORDER BY r.worker_id
         """
+
+
+def window_prefetch_sql(alias: str, prefetch: int, prefetch_max: int) -> str:
+    """An executor registration's prefetch, as it reported it (NULL: an executor of an earlier
+    version), within this process's bounds."""
+    return f"LEAST(GREATEST(COALESCE({alias}.prefetch, 0), {int(prefetch)}), {int(prefetch_max)})"
 
 
 @functools.lru_cache(maxsize=1)

@@ -53,7 +53,9 @@ def test_the_credits_read_uses_the_index_of_the_work_in_flight_on_a_nearly_empty
     with transaction.atomic():
         claim_rows.lock_dispatch(planned=True)
         with connection.cursor() as cursor:
-            cursor.execute(f"EXPLAIN {claim_rows._credits_sql(prefetch=2, ttl_seconds=15.0)}")
+            cursor.execute(
+                f"EXPLAIN {claim_rows._credits_sql(prefetch=2, prefetch_max=8, ttl_seconds=15.0)}"
+            )
             plan = "\n".join(line for (line,) in cursor.fetchall())
 
     assert "Seq Scan on jobweaver_scheduler_jobexecution" not in plan, plan

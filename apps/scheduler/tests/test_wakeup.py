@@ -52,24 +52,33 @@ def test_a_batch_of_successes_tells_the_dispatcher_how_many_credits_it_freed(mon
     assert sum(_credits(note) for note in notes) == 3
 
 
-def test_the_window_is_the_live_executors_slots_that_own_partitions():
-    from jobweaver.scheduler.flow import live_slots
+def test_the_window_is_the_live_executors_slots_times_their_prefetch(settings):
+    """Slots x the prefetch each executor reported, within the settings' bounds (an executor
+    of an earlier version reports none: the minimum)."""
+    from jobweaver.scheduler.flow import live_window
     from jobweaver.scheduler.models import ExecutorRegistration
 
+    settings.JOBWEAVER_DISPATCH_PREFETCH = 2
+    settings.JOBWEAVER_DISPATCH_PREFETCH_MAX = 8
     ExecutorRegistration.objects.all().delete()
     now = timezone.now()
-    for worker_id, slots, partitions, heartbeat in [
-        ("a:1", 4, [0, 1], now),
-        ("b:2", 3, [2], now),
-        ("c:3", 8, [], now),  # owns no partition yet: nothing is sent to it
-        ("d:4", 16, [3], now - timedelta(hours=1)),  # not live
+    for worker_id, slots, prefetch, partitions, heartbeat in [
+        ("a:1", 4, None, [0, 1], now),  # 4 x 2
+        ("b:2", 3, 5, [2], now),  # 3 x 5
+        ("e:5", 2, 50, [4], now),  # asks for more than the maximum: 2 x 8
+        ("f:6", 1, 1, [5], now),  # less than the minimum: 1 x 2
+        ("c:3", 8, 8, [], now),  # owns no partition yet: nothing is sent to it
+        ("d:4", 16, 8, [3], now - timedelta(hours=1)),  # not live
     ]:
         ExecutorRegistration.objects.create(
             worker_id=worker_id,
             slots=slots,
+            prefetch=prefetch,
             partitions=partitions,
             started_at=heartbeat,
             heartbeat_at=heartbeat,
         )
     connection.ensure_connection()
-    assert live_slots(connection.connection) == 7
+    assert live_window(connection.connection) == 8 + 15 + 16 + 2
+    settings.JOBWEAVER_DISPATCH_PREFETCH_MAX = 1  # below the minimum: a fixed prefetch of 2
+    assert live_window(connection.connection) == 2 * (4 + 3 + 2 + 1)
