@@ -55,8 +55,8 @@ task_routes = {
 CELERY_DB_REUSE_MAX = 1000
 task_acks_late = True
 task_reject_on_worker_lost = True
-# An executor reserves up to slots x JOBWEAVER_DISPATCH_PREFETCH deliveries: exactly the credits
-# flow control gives it (ARCHITECTURE §4a), and reserved ones get their dispatch lease renewed.
+# An executor's Celery reserves records beyond its threads; flow control bounds what it is sent
+# (ARCHITECTURE §4a), and reserved ones get their dispatch lease renewed.
 worker_prefetch_multiplier = settings.JOBWEAVER_DISPATCH_PREFETCH
 worker_enable_remote_control = False
 worker_send_task_events = False

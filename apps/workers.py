@@ -102,9 +102,11 @@ def celery_argv(options: WorkerOptions) -> list[str]:
     if options.role == "executor":
         slots = options.concurrency or settings.JOBWEAVER_EXECUTOR_CONCURRENCY
         # Celery's threads hold run-job records, not attempts (the slots run those,
-        # apps/executor/slots.py): as many as the deliveries flow control lets the executor
+        # apps/executor/slots.py): as many as the deliveries flow control may let the executor
         # hold, so a record is never kept waiting by Celery while a slot is free.
-        records = slots * settings.JOBWEAVER_DISPATCH_PREFETCH
+        records = slots * max(
+            settings.JOBWEAVER_DISPATCH_PREFETCH, settings.JOBWEAVER_DISPATCH_PREFETCH_MAX
+        )
         pool = ["--pool", "threads", "--concurrency", str(records)]
     else:
         pool = ["--pool", "solo"]

@@ -1,7 +1,8 @@
 """An executor process's presence for flow control (ARCHITECTURE §4a).
 
 One daemon thread per executor process registers it (worker id, queue, slots, the run-job
-partitions its consumer owns) and renews that every JOBWEAVER_WORKER_HEARTBEAT_SECONDS on the
+partitions its consumer owns, the deliveries a slot it asks for: apps/executor/window.py) and
+renews that every JOBWEAVER_WORKER_HEARTBEAT_SECONDS on the
 database clock. With each beat it also renews the dispatch lease of the deliveries it has
 received but not started yet (Celery's reserved requests): waiting for a free slot behind long
 jobs is not a lost delivery. A process that stops beating — killed, frozen (SIGSTOP), cut off —
@@ -29,7 +30,7 @@ from jobweaver.core import liveness
 from jobweaver.core.db import DATABASE_UNAVAILABLE, listen_connection
 from jobweaver.engine import executions
 from jobweaver.engine.claim import PAUSE_CHANNEL
-from jobweaver.executor import slots
+from jobweaver.executor import slots, window
 from jobweaver.executor.runner import give_back_paused, process_identity
 from jobweaver.scheduler import flow
 
@@ -45,6 +46,8 @@ ASSIGNMENT_WATCH_SECONDS = 0.1
 # returns, fetch.wait.max.ms later (kombu_kafka/clients.py). Registered this late, a new
 # partition is already fetched when dispatch first sends to it (bench/NOTES.md).
 NEW_PARTITION_SETTLE_SECONDS = 0.2
+# A change of the deliveries a slot asked for is reported at once, but at most this often.
+WINDOW_REPORT_SECONDS = 1.0
 
 
 def _waiting_event_ids() -> list[str]:
@@ -79,20 +82,25 @@ class Presence(threading.Thread):
         # Only an executor that accepts deliveries (the start delay) needs to hear of pauses.
         self.watches_pauses = settings.JOBWEAVER_EXECUTOR_START_DELAY_MS > 0
         self.listener: psycopg.Connection | None = None
+        self.reported: int | None = None  # the prefetch the last beat registered
+        self.beaten_at = 0.0
 
     def run(self) -> None:
         beaten: list[int] | None = None
         while True:
             partitions = self._partitions()
+            prefetch = window.prefetch()
             try:
                 flow.executor_heartbeat(
                     worker_id=self.worker_id,
                     queues=self.serves,
                     slots=self.slots,
                     partitions=partitions,
-                    joined=partitions != beaten,
+                    joined=partitions != beaten or prefetch > (self.reported or 0),
+                    prefetch=prefetch,
                 )
-                beaten = partitions
+                beaten, self.reported = partitions, prefetch
+                self.beaten_at = time.monotonic()
                 executions.executions_hold(_waiting_event_ids(), executor_id=self.worker_id)
                 if self.watches_pauses:  # a pause this thread did not hear of, too
                     self._listen()
@@ -118,7 +126,8 @@ class Presence(threading.Thread):
         """Sleep until the next heartbeat is due, or sooner when the consumer's partitions
         changed (its first assignment after start, a rebalance): registering them then lets
         the first job after a start, or after a rebalance, go without waiting a whole beat.
-        True when the thread is stopping."""
+        Sooner too when the deliveries a slot this executor asks for changed (at most every
+        WINDOW_REPORT_SECONDS). True when the thread is stopping."""
         deadline = time.monotonic() + settings.JOBWEAVER_WORKER_HEARTBEAT_SECONDS
         while (left := deadline - time.monotonic()) > 0:
             if self._wait(min(left, ASSIGNMENT_WATCH_SECONDS)):
@@ -127,6 +136,11 @@ class Presence(threading.Thread):
             if partitions != beaten:
                 if set(partitions) - set(beaten or ()):  # lost ones only: no wait
                     return self.stopping.wait(NEW_PARTITION_SETTLE_SECONDS)
+                return False
+            if (
+                window.prefetch() != self.reported
+                and time.monotonic() - self.beaten_at >= WINDOW_REPORT_SECONDS
+            ):
                 return False
         return self.stopping.is_set()
 

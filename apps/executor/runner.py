@@ -25,7 +25,7 @@ from jobweaver.core.logcontext import log_context
 from jobweaver.core.tracing import span_under
 from jobweaver.engine import executions, ledger
 from jobweaver.engine.ledger import AttemptReport
-from jobweaver.executor import pauses, shutdown, slots
+from jobweaver.executor import pauses, shutdown, slots, window
 from jobweaver.executor.models import AttemptOutcome
 from jobweaver.executor.runners import runner_for
 from jobweaver.executor.services import (
@@ -242,13 +242,15 @@ def _recall_paused(line: list[tuple[Waiting, slots.Record]]) -> None:
 def _run(pool: slots.Slots, claimed: ClaimedAttempt, record: slots.Record) -> None:
     """Run a started attempt holding its slot: the slot goes on to the next delivery in line as
     soon as the work is done, while this thread writes the ending; the record learns that this
-    delivery ended once that is committed."""
+    delivery ended once that is committed. The slot's time on it sizes the window."""
     freed = False
+    taken = time.monotonic()
 
     def free_slot() -> None:
         nonlocal freed
         if not freed:
             freed = True
+            window.ran(time.monotonic() - taken)
             _free(pool, 1)
 
     try:

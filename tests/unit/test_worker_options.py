@@ -54,10 +54,11 @@ def test_the_command_refuses_prefork_with_exit_2_and_the_reason():
 
 
 def test_the_process_pool_runs_under_celery_s_threads_pool(capsys, settings):
-    """The parent's Celery pool stays threads, one per delivery flow control lets the executor
-    hold (3 slots x the prefetch); the slot threads lend each attempt a child."""
-    settings.JOBWEAVER_DISPATCH_PREFETCH = 2
+    """The parent's Celery pool stays threads, one per delivery flow control may let the
+    executor hold (3 slots x the most deliveries a slot); the slot threads lend each attempt a
+    child."""
+    settings.JOBWEAVER_DISPATCH_PREFETCH, settings.JOBWEAVER_DISPATCH_PREFETCH_MAX = 2, 8
     call_command(
         "jobweaver", "worker", "executor", "--pool", "processes", "--concurrency", "3", "--dry-run"
     )
-    assert "--pool threads --concurrency 6" in capsys.readouterr().out
+    assert "--pool threads --concurrency 24" in capsys.readouterr().out

@@ -78,3 +78,34 @@ def test_new_partitions_wait_until_the_consumer_fetches_them_and_lost_ones_go_at
 
         channel.partitions = [1]  # a rebalance took partition 0 away
         wait_for(lambda: registered().partitions == [1], timeout=5, message="the loss")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_deliveries_a_slot_asked_for_follow_the_jobs_length_without_waiting_for_a_beat(
+    settings,
+):
+    """Short jobs ask for a deeper line, reported well before the next heartbeat; long ones
+    bring it back to the minimum. The credits the dispatcher reads follow (slots x prefetch)."""
+    from jobweaver.engine.claim.credits import credits
+    from jobweaver.executor import window
+
+    settings.JOBWEAVER_DISPATCH_PREFETCH, settings.JOBWEAVER_DISPATCH_PREFETCH_MAX = 2, 8
+    window.reset()
+    channel = Channel()
+    channel.partitions = [0]
+    try:
+        with running_presence(channel) as registered:
+            wait_for(lambda: registered().partitions == [0], timeout=5, message="partitions")
+            assert registered().prefetch == 2  # nothing ran yet: the minimum
+
+            for _ in range(50):
+                window.ran(0.001)  # jobs of a millisecond
+            wait_for(lambda: registered().prefetch == 8, timeout=5, message="the deeper line")
+            mine = [c for c in credits() if c.worker_id == registered().worker_id]
+            assert [c.free for c in mine] == [3 * 8]
+
+            for _ in range(200):
+                window.ran(0.5)  # jobs of half a second
+            wait_for(lambda: registered().prefetch == 2, timeout=5, message="the minimum again")
+    finally:
+        window.reset()
