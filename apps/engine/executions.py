@@ -113,14 +113,18 @@ class Started(NamedTuple):
 
 
 def executions_start(
-    deliveries: list[tuple[uuid.UUID, uuid.UUID, str]], *, serves: list[str]
+    deliveries: list[tuple[uuid.UUID, uuid.UUID, str]],
+    *,
+    serves: list[str],
+    ran: dict[tuple[uuid.UUID, uuid.UUID], float] | None = None,
 ) -> dict[tuple[uuid.UUID, uuid.UUID], Started]:
     """DISPATCHED → RUNNING for the holders of these deliveries' tokens — (job id, event id,
     worker id) each, the worker "<host>:<pid>:<thread>" of one executor process — starting
     each attempt's lease and opening its attempt row, in one statement, each row fenced by its
     own token: {(job id, event id): Started} for the ones started. A stale token, or a job
     whose queue the executor does not serve (`serves`; see `execution_hand_back`), changes
-    nothing; a delivery given twice starts once."""
+    nothing; a delivery given twice starts once. `ran`: the seconds an attempt already ran
+    before its start is written (the start delay), by delivery: its start is recorded then."""
     executor_id = deliveries[0][2].rpartition(":")[0]
     assert all(w.rpartition(":")[0] == executor_id for _, _, w in deliveries), "one process"
     rows = move_fenced_many(
@@ -133,6 +137,7 @@ def executions_start(
                 executor_id=executor_id,
                 lease=seconds(settings.JOBWEAVER_LEASE_SECONDS),
                 serves=serves,
+                ran=ran,
             ).items()
         ),
     )

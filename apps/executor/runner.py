@@ -522,13 +522,16 @@ class AttemptRunner:
 
     def write_start(self) -> None:
         """Write the start of an attempt that began before it was written (DISPATCHED →
-        RUNNING, its attempt opened), as any start is written. Raises AttemptStopped when the
+        RUNNING, its attempt opened), recorded when its work began. Raises AttemptStopped when the
         fence refuses it: the job was cancelled, or the rescue took the delivery, meanwhile."""
         claimed = self.claimed
         self.unstarted = False
         started = retry_while_database_unavailable(
             lambda: attempt_start(
-                job_id=claimed.job_id, event_id=claimed.event_id, worker_id=worker_identity()
+                job_id=claimed.job_id,
+                event_id=claimed.event_id,
+                worker_id=worker_identity(),
+                ran=time.monotonic() - self.started,
             ),
             what=f"claim of job {claimed.job_id}",
             timeout=DATABASE_RETRY_SECONDS,

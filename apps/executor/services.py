@@ -59,14 +59,16 @@ class Ending(StrEnum):
 
 
 def attempt_start(
-    *, job_id: uuid.UUID, event_id: uuid.UUID, worker_id: str
+    *, job_id: uuid.UUID, event_id: uuid.UUID, worker_id: str, ran: float = 0.0
 ) -> ClaimedAttempt | None:
     """Claim the execution for this delivery (DISPATCHED → RUNNING) and open its attempt, in
     one statement shared with the deliveries that arrive at the same time (`_starts`);
     `worker_id` is "<host>:<pid>:<thread>", its executor process the part before the last
     colon. None for a stale or duplicate delivery: the fence alone decides — a delivery
-    that already started finds its execution RUNNING or finished, or its token cleared."""
-    started = _starts().submit((job_id, event_id, worker_id))
+    that already started finds its execution RUNNING or finished, or its token cleared.
+    `ran`: the seconds the attempt already ran before its start is written (the start delay):
+    the start recorded is then, not now."""
+    started = _starts().submit((job_id, event_id, worker_id, ran))
     return _claimed(job_id, event_id, started)
 
 
@@ -75,7 +77,7 @@ def attempts_start(
 ) -> list[ClaimedAttempt | None]:
     """`attempt_start` for the deliveries of one run-job record, in one statement: a
     ClaimedAttempt or None for each, in their order."""
-    started = _start_batch([(job_id, event_id, worker_id) for job_id, event_id in deliveries])
+    started = _start_batch([(job_id, event_id, worker_id, 0.0) for job_id, event_id in deliveries])
     return [
         _claimed(job_id, event_id, one)
         for (job_id, event_id), one in zip(deliveries, started, strict=True)
@@ -249,13 +251,14 @@ def _start_batch(deliveries: list) -> list:
     """One statement for the deliveries that arrived together (engine.executions_start). A
     delivery given twice (a duplicate record, or a record and its redelivery at once) goes
     into the statement once, and only its first holder runs it."""
-    unique = list({(job_id, event_id): worker for job_id, event_id, worker in deliveries}.items())
+    unique = {(job_id, event_id): (worker, ran) for job_id, event_id, worker, ran in deliveries}
     metrics.WRITE_BATCH.labels("start").observe(len(unique))
     started = executions.executions_start(
-        [(job_id, event_id, worker) for (job_id, event_id), worker in unique],
+        [(job_id, event_id, worker) for (job_id, event_id), (worker, _) in unique.items()],
         serves=list(settings.JOBWEAVER_EXECUTOR_QUEUES),
+        ran={delivery: ran for delivery, (_, ran) in unique.items() if ran},
     )
-    return [started.pop((job_id, event_id), None) for job_id, event_id, _ in deliveries]
+    return [started.pop((job_id, event_id), None) for job_id, event_id, _, _ in deliveries]
 
 
 _writer: GroupCommit | None = None

@@ -376,16 +376,25 @@ def executions_start(
     executor_id: str,
     lease: timedelta,
     serves: list[str],
+    ran: dict[tuple[uuid.UUID, uuid.UUID], float] | None = None,
 ) -> dict[tuple[uuid.UUID, uuid.UUID], tuple]:
     """DISPATCHED → RUNNING for many (job id, event id, attempt's worker id) at once, their
-    attempts opened, one statement, each row fenced by its own token: {(job id, event id):
+    attempts opened, one statement, each row fenced by its own token, each started `ran`
+    seconds before the statement (an attempt that ran before its start was written; none: 0),
+    on the database clock: {(job id, event id):
     (attempt,
     job_type, instruction, trace_id, traceparent, timeout_seconds, hard_timeout_seconds,
     workflow_id, waited)} for the ones started; a stale token or an unserved queue leaves its
     row as it was."""
     assert not transition.events, "a start writes no events"
+    ran = ran or {}
     document = [
-        {"job_id": str(job_id), "event_id": str(event_id), "worker_id": worker_id}
+        {
+            "job_id": str(job_id),
+            "event_id": str(event_id),
+            "worker_id": worker_id,
+            "ran": ran.get((job_id, event_id), 0.0),
+        }
         for job_id, event_id, worker_id in deliveries
     ]
     job_ids = [job_id for job_id, _, _ in deliveries]
@@ -434,9 +443,10 @@ def _start_many_sql(name: str) -> str:
     ctes = [
         "clock AS MATERIALIZED (SELECT clock_timestamp() AS now)",
         "batch AS MATERIALIZED (SELECT * FROM jsonb_to_recordset(%s::jsonb) "
-        "AS b(job_id uuid, event_id uuid, worker_id text))",
+        "AS b(job_id uuid, event_id uuid, worker_id text, ran float8))",
         f"moved AS (UPDATE {table} e SET {_moving(transition, 'clock.now')}, "
-        "started_at = clock.now, worker_id = %s, attempt_count = e.attempt_count + 1, "
+        "started_at = clock.now - make_interval(secs => b.ran), worker_id = %s, "
+        "attempt_count = e.attempt_count + 1, "
         "lease_expires_at = clock.now + %s "
         f"FROM clock, batch b WHERE {_BATCH_ROWS} AND e.queue_name = ANY(%s) "
         f"AND {_NOT_ACCEPTED_BY_ANOTHER} "

@@ -161,6 +161,23 @@ def test_an_attempt_running_past_the_delay_writes_its_start_then(statements):
     assert check_invariants() == []
 
 
+@override_settings(JOBWEAVER_EXECUTOR_START_DELAY_MS=300)
+def test_a_start_written_past_the_delay_is_recorded_when_the_work_began():
+    """The attempt's start is when its work began, not when the start was written: its
+    recorded time covers the whole 600 ms of work."""
+    record = dispatched_record([{"action": "SLEEP", "durationMs": 600}], SLOTS + 1)
+    first = uuid.UUID(record[0][0])
+
+    in_background(record).join(15)
+
+    [attempt] = ExecutionAttempt.objects.filter(job_id=first)
+    execution = execution_of(first)
+    assert attempt.outcome == "SUCCESS"
+    assert attempt.started_at == execution.started_at
+    assert (attempt.finished_at - attempt.started_at).total_seconds() >= 0.6
+    assert execution.started_at >= execution.dispatched_at
+
+
 @override_settings(JOBWEAVER_EXECUTOR_START_DELAY_MS=60_000)
 def test_a_cancel_while_it_runs_unstarted_wins_and_nothing_is_recorded():
     record = dispatched_record([{"action": "SLEEP", "durationMs": 300}], SLOTS + 1)
