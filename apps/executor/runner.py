@@ -531,7 +531,7 @@ class AttemptRunner:
                 job_id=claimed.job_id,
                 event_id=claimed.event_id,
                 worker_id=worker_identity(),
-                ran=time.monotonic() - self.started,
+                began=self.started,
             ),
             what=f"claim of job {claimed.job_id}",
             timeout=DATABASE_RETRY_SECONDS,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from enum import StrEnum
@@ -59,16 +60,16 @@ class Ending(StrEnum):
 
 
 def attempt_start(
-    *, job_id: uuid.UUID, event_id: uuid.UUID, worker_id: str, ran: float = 0.0
+    *, job_id: uuid.UUID, event_id: uuid.UUID, worker_id: str, began: float | None = None
 ) -> ClaimedAttempt | None:
     """Claim the execution for this delivery (DISPATCHED → RUNNING) and open its attempt, in
     one statement shared with the deliveries that arrive at the same time (`_starts`);
     `worker_id` is "<host>:<pid>:<thread>", its executor process the part before the last
     colon. None for a stale or duplicate delivery: the fence alone decides — a delivery
     that already started finds its execution RUNNING or finished, or its token cleared.
-    `ran`: the seconds the attempt already ran before its start is written (the start delay):
-    the start recorded is then, not now."""
-    started = _starts().submit((job_id, event_id, worker_id, ran))
+    `began`: the time.monotonic() at which an attempt that ran before its start is written
+    (the start delay) began: the start recorded is then, not when the statement runs."""
+    started = _starts().submit((job_id, event_id, worker_id, began))
     return _claimed(job_id, event_id, started)
 
 
@@ -77,7 +78,7 @@ def attempts_start(
 ) -> list[ClaimedAttempt | None]:
     """`attempt_start` for the deliveries of one run-job record, in one statement: a
     ClaimedAttempt or None for each, in their order."""
-    started = _start_batch([(job_id, event_id, worker_id, 0.0) for job_id, event_id in deliveries])
+    started = _start_batch([(job_id, event_id, worker_id, None) for job_id, event_id in deliveries])
     return [
         _claimed(job_id, event_id, one)
         for (job_id, event_id), one in zip(deliveries, started, strict=True)
@@ -251,12 +252,13 @@ def _start_batch(deliveries: list) -> list:
     """One statement for the deliveries that arrived together (engine.executions_start). A
     delivery given twice (a duplicate record, or a record and its redelivery at once) goes
     into the statement once, and only its first holder runs it."""
-    unique = {(job_id, event_id): (worker, ran) for job_id, event_id, worker, ran in deliveries}
+    unique = {(job_id, event_id): (worker, began) for job_id, event_id, worker, began in deliveries}
     metrics.WRITE_BATCH.labels("start").observe(len(unique))
+    now = time.monotonic()  # a delivery may have waited for an earlier batch's statement
     started = executions.executions_start(
         [(job_id, event_id, worker) for (job_id, event_id), (worker, _) in unique.items()],
         serves=list(settings.JOBWEAVER_EXECUTOR_QUEUES),
-        ran={delivery: ran for delivery, (_, ran) in unique.items() if ran},
+        ran={one: now - began for one, (_, began) in unique.items() if began is not None},
     )
     return [started.pop((job_id, event_id), None) for job_id, event_id, _, _ in deliveries]
 
