@@ -164,8 +164,9 @@ def test_an_attempt_running_past_the_delay_writes_its_start_then(statements):
 @override_settings(JOBWEAVER_EXECUTOR_START_DELAY_MS=300)
 def test_a_start_written_past_the_delay_is_recorded_when_the_work_began():
     """The attempt's start is when its work began, not when the start was written 300 ms in:
-    its recorded time covers the 600 ms of work (within the start statement's own few
-    milliseconds; written as the statement's time, it would cover about 300)."""
+    its recorded time covers the 600 ms of work, less the time the executor takes to send
+    the start's statement (about 10 ms under a full suite's load); written as the
+    statement's time, it would cover about 300."""
     record = dispatched_record([{"action": "SLEEP", "durationMs": 600}], SLOTS + 1)
     first = uuid.UUID(record[0][0])
 
@@ -175,7 +176,7 @@ def test_a_start_written_past_the_delay_is_recorded_when_the_work_began():
     execution = execution_of(first)
     assert attempt.outcome == "SUCCESS"
     assert attempt.started_at == execution.started_at
-    assert (attempt.finished_at - attempt.started_at).total_seconds() >= 0.59
+    assert (attempt.finished_at - attempt.started_at).total_seconds() >= 0.5
     assert execution.started_at >= execution.dispatched_at
 
 
