@@ -48,6 +48,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -208,6 +209,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--profile",
         action="store_true",
         help="py-spy the first executor while ours runs; summary printed, raw stacks kept",
+    )
+    parser.add_argument(
+        "--profile-cpu",
+        action="store_true",
+        help="as --profile, but only samples of threads on the CPU (no --idle), of every "
+        "thread: where the executor's CPU goes, not its threads' wall time",
     )
     parser.add_argument(
         "--debug",
@@ -513,7 +520,7 @@ def db_activity() -> dict[str, int]:
     return {**dict(zip(keys, row, strict=True)), "scans": scans}
 
 
-def start_profiler(pid: int, out: Path) -> subprocess.Popen:
+def start_profiler(pid: int, out: Path, *, idle: bool = True) -> subprocess.Popen:
     return subprocess.Popen(
         [
             str(BENCH_VENV / "bin" / "py-spy"),
@@ -522,7 +529,7 @@ def start_profiler(pid: int, out: Path) -> subprocess.Popen:
             str(pid),
             "--rate",
             "200",
-            "--idle",
+            *(["--idle"] if idle else []),
             "--threads",
             "--nonblocking",
             "--format",
@@ -613,7 +620,8 @@ def _run_ours(args, bar: Bar) -> dict:
 
         executor_pids = [p.pid for p in processes if p.role == "executor"]
         profiler = None
-        if args.profile:
+        if args.profile or args.profile_cpu:
+            result["profile_cpu"] = args.profile_cpu
             result["profile_path"] = (
                 ROOT
                 / ".devdata"
@@ -621,7 +629,9 @@ def _run_ours(args, bar: Bar) -> dict:
                 / f"profile-executor-{settings.JOBWEAVER_KAFKA_TOPIC_PREFIX}txt"
             )
             result["profile_path"].parent.mkdir(parents=True, exist_ok=True)
-            profiler = start_profiler(executor_pids[0], result["profile_path"])
+            profiler = start_profiler(
+                executor_pids[0], result["profile_path"], idle=not args.profile_cpu
+            )
             time.sleep(1)
         before = db_activity()
         baseline = execution_counts()
@@ -1075,8 +1085,9 @@ def run_pgqueuer(args, bar: Bar) -> dict:
 JOB_THREAD_MARKS = ("run_job", "_run_on_slot_thread", "_start_on_slot_thread")
 
 
-def summarise_profile(path: Path, top: int = 12) -> list[str]:
-    """py-spy raw (collapsed) stacks of the executor: where its task threads spend their time."""
+def summarise_profile(path: Path, top: int = 12, *, cpu: bool = False) -> list[str]:
+    """py-spy raw (collapsed) stacks of the executor: where its task threads spend their time,
+    or (`cpu`: sampled without --idle) where all its threads spend its CPU, by thread too."""
     if not path.exists():
         return [f"profile: {path} missing"]
     self_time: dict[str, int] = {}
@@ -1086,13 +1097,18 @@ def summarise_profile(path: Path, top: int = 12) -> list[str]:
     query = "PostgreSQL: queries and commits (psycopg)"
     kafka = "Kafka (confluent_kafka)"
     buckets = {connect: 0, query: 0, kafka: 0, "everything else (Python)": 0}
+    threads: dict[str, int] = {}
     for line in path.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
-        if not count.isdigit() or not any(mark in stack for mark in JOB_THREAD_MARKS):
+        if not count.isdigit():
+            continue
+        if not cpu and not any(mark in stack for mark in JOB_THREAD_MARKS):
             continue  # only the threads running jobs: the records' and the slots'
         n = int(count)
         total += n
         frames = stack.split(";")
+        thread = re.sub(r"\(\d+\)|_\d+$", "", frames[0].split(": ", 1)[-1])
+        threads[thread] = threads.get(thread, 0) + n
         self_time[frames[-1]] = self_time.get(frames[-1], 0) + n
         seen = set()
         for frame in frames:
@@ -1109,9 +1125,16 @@ def summarise_profile(path: Path, top: int = 12) -> list[str]:
             buckets["everything else (Python)"] += n
     if not total:
         return ["profile: no samples of threads running jobs"]
-    lines = [f"profile: {total} samples of the executor's threads running jobs"]
+    if cpu:
+        lines = [f"profile: {total} samples of the executor's threads on the CPU"]
+    else:
+        lines = [f"profile: {total} samples of the executor's threads running jobs"]
     for name, n in buckets.items():
         lines.append(f"  {100 * n / total:5.1f}%  {name}")
+    if cpu:
+        lines.append("  by thread:")
+        for name, n in sorted(threads.items(), key=lambda kv: -kv[1])[:top]:
+            lines.append(f"  {100 * n / total:5.1f}%  {name}")
     lines.append("  top self time (leaf frames):")
     for frame, n in sorted(self_time.items(), key=lambda kv: -kv[1])[:top]:
         lines.append(f"  {100 * n / total:5.1f}%  {frame}")
@@ -1216,7 +1239,7 @@ def report(args, results: dict) -> None:
             print(f"{side}: all {r['n']} enqueued after {r['publish_s']:.1f} s{extra}")
     if ours and ours.get("profile_path"):
         print()
-        for line in summarise_profile(ours["profile_path"]):
+        for line in summarise_profile(ours["profile_path"], top=25, cpu=ours["profile_cpu"]):
             print(line)
         print(f"  raw stacks: {ours['profile_path']}")
 
@@ -1295,7 +1318,9 @@ def warm_up(args, bar: Bar) -> None:
     too; on a stack already warm, `--warm-up-jobs 0` skips it."""
     if not args.warm_up_jobs or not {"ours", "celery"} & set(args.only):
         return
-    warm_args = argparse.Namespace(**{**vars(args), "jobs": args.warm_up_jobs, "profile": False})
+    warm_args = argparse.Namespace(
+        **{**vars(args), "jobs": args.warm_up_jobs, "profile": False, "profile_cpu": False}
+    )
     result = run_ours(warm_args, bar)
     rate = _rates({"ours": result}).get("ours")
     bar.note(
