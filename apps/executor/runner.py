@@ -35,9 +35,12 @@ from jobweaver.executor.services import (
     attempt_start,
     attempt_start_and_finish,
     attempts_start,
+    complete_batch,
     deliveries_accept,
     deliveries_give_back,
     deliveries_recall_paused,
+    log_refused,
+    start_and_complete_batch,
     unstarted_attempt,
 )
 from jobweaver.executor.steps import (
@@ -124,7 +127,7 @@ def deliveries_execute(deliveries: list[list[str | None]]) -> None:
         *others, last = ready
         for one in others:
             pool.run(_run_on_slot_thread, pool, one, record)
-        _run(pool, last, record)  # on this thread: a lone job never changes threads
+        _run(pool, last, record, keep_slot=False)  # here: a lone job never changes threads
     record.wait()
     if record.error is not None:
         raise record.error
@@ -239,10 +242,24 @@ def _recall_paused(line: list[tuple[Waiting, slots.Record]]) -> None:
         record.ended(error=error)
 
 
-def _run(pool: slots.Slots, claimed: ClaimedAttempt, record: slots.Record) -> None:
-    """Run a started attempt holding its slot: the slot goes on to the next delivery in line as
-    soon as the work is done, while this thread writes the ending; the record learns that this
-    delivery ended once that is committed. The slot's time on it sizes the window."""
+def _run(
+    pool: slots.Slots, claimed: ClaimedAttempt, record: slots.Record, *, keep_slot: bool = True
+) -> None:
+    """Run a started attempt holding its slot; with `keep_slot` (a slot thread), then the
+    deliveries that wait in line for it, as long as each ends in a success."""
+    following: tuple[ClaimedAttempt, slots.Record] | None = (claimed, record)
+    while following is not None:
+        following = _run_one(pool, *following, keep_slot=keep_slot)
+
+
+def _run_one(
+    pool: slots.Slots, claimed: ClaimedAttempt, record: slots.Record, *, keep_slot: bool
+) -> tuple[ClaimedAttempt, slots.Record] | None:
+    """One attempt on this thread's slot; the slot's time on it sizes the window. A success is
+    handed to the slots' writer, and the record learns of it once committed: with `keep_slot`
+    this thread takes the next delivery in line itself and returns it (None: the line was
+    empty and the slot is free again), else the slot goes on to another slot thread. Any other
+    ending frees the slot as soon as the work is done, while this thread writes it."""
     freed = False
     taken = time.monotonic()
 
@@ -253,14 +270,25 @@ def _run(pool: slots.Slots, claimed: ClaimedAttempt, record: slots.Record) -> No
             window.ran(time.monotonic() - taken)
             _free(pool, 1)
 
+    def written(error: BaseException | None) -> None:
+        record.ended(error=error)
+
     try:
-        execute_claimed(claimed, on_ran=free_slot)
+        outcome = execute_claimed(claimed, on_ran=free_slot, behind=(pool, written))
     except BaseException as error:  # noqa: BLE001 - the record's thread raises it
         record.ended(error=error)
-    else:
-        record.ended()
-    finally:
         free_slot()
+        return None
+    if outcome is not WRITTEN_BEHIND:
+        record.ended()
+        free_slot()
+        return None
+    if not keep_slot:
+        free_slot()
+        return None
+    window.ran(time.monotonic() - taken)
+    following = pool.next_or_give()
+    return _take_on_slot(pool, *following) if following is not None else None
 
 
 def _run_on_slot_thread(pool: slots.Slots, claimed: ClaimedAttempt, record: slots.Record) -> None:
@@ -270,6 +298,17 @@ def _run_on_slot_thread(pool: slots.Slots, claimed: ClaimedAttempt, record: slot
 
 def _start_on_slot_thread(pool: slots.Slots, delivery: Waiting, record: slots.Record) -> None:
     """Holding a slot: start the delivery that waited in line for it, and run it."""
+    taken = _take_on_slot(pool, delivery, record)
+    if taken is not None:
+        _run(pool, *taken)
+
+
+def _take_on_slot(
+    pool: slots.Slots, delivery: Waiting, record: slots.Record
+) -> tuple[ClaimedAttempt, slots.Record] | None:
+    """Holding a slot: the delivery that waited in line for it, as an attempt to run on it
+    (started, or accepted to run before its start is written); None when it is not to run
+    here (given back, paused, stale), its slot passed on."""
     job_id, event_id, trace_id = delivery.job_id, delivery.event_id, delivery.trace_id
     if shutdown.begun():  # this one and the whole line go back
         line = [(delivery, record), *pool.take_line()]
@@ -281,16 +320,15 @@ def _start_on_slot_thread(pool: slots.Slots, delivery: Waiting, record: slots.Re
         for _, owner in line:
             owner.ended(error=error)
         _free(pool, 1)
-        return
+        return None
     _sound_connection()
     if _paused(delivery):
         _recall_paused([(delivery, record)])
         _free(pool, 1)
-        return
+        return None
     unstarted = _runs_unstarted(delivery)
     if unstarted is not None:
-        _run(pool, unstarted, record)
-        return
+        return unstarted, record
     try:
         with log_context(trace_id=trace_id, job_id=job_id):
             claimed = retry_while_database_unavailable(
@@ -303,14 +341,30 @@ def _start_on_slot_thread(pool: slots.Slots, delivery: Waiting, record: slots.Re
     except BaseException as error:  # noqa: BLE001 - the record's thread raises it
         _free(pool, 1)
         record.ended(error=error)
-        return
+        return None
     finally:
         slots.accepted_done(event_id)
     if claimed is None:
         _free(pool, 1)
         record.ended()
-    else:
-        _run(pool, claimed, record)
+        return None
+    return claimed, record
+
+
+def _write_starts_and_successes(items: list) -> list[bool]:
+    return retry_while_database_unavailable(
+        lambda: start_and_complete_batch(items),
+        what=f"start and success of {len(items)} attempts",
+        timeout=DATABASE_RETRY_SECONDS,
+    )
+
+
+def _write_successes(items: list) -> list[bool]:
+    return retry_while_database_unavailable(
+        lambda: complete_batch(items),
+        what=f"success of {len(items)} attempts",
+        timeout=DATABASE_RETRY_SECONDS,
+    )
 
 
 def _free(pool: slots.Slots, count: int) -> None:
@@ -358,21 +412,31 @@ def attempt_execute(*, job_id: uuid.UUID, event_id: uuid.UUID) -> str | None:
     return execute_claimed(claimed)
 
 
+# execute_claimed's outcome when the success was handed to the slots' writer (`behind`): the
+# thread goes on, and the record learns of the success once it is committed.
+WRITTEN_BEHIND = "written behind"
+
+
 def execute_claimed(
-    claimed: ClaimedAttempt, on_ran: Callable[[], None] | None = None
+    claimed: ClaimedAttempt,
+    on_ran: Callable[[], None] | None = None,
+    behind: tuple[slots.Slots, Callable[[BaseException | None], None]] | None = None,
 ) -> str | None:
     """Run a started attempt and record its ending; returns the recorded outcome (None when the
     fence refused it). `on_ran` is called when the work is done, before the ending is written
-    (at most once)."""
+    (at most once). With `behind` (the slots, and what to call once the success is committed
+    or its write failed), a success is handed to the slots' writer and WRITTEN_BEHIND returned
+    at once, without `on_ran`."""
     job_id = claimed.job_id
     attributes = {"jobweaver.job_id": str(job_id), "jobweaver.attempt": claimed.attempt}
     with (
         log_context(trace_id=claimed.trace_id, job_id=job_id, attempt=claimed.attempt),
         span_under(claimed.traceparent, "jobweaver.attempt", attributes) as span,
     ):
-        outcome = AttemptRunner(claimed, on_ran).run()
+        outcome = AttemptRunner(claimed, on_ran, behind).run()
         span.set_attribute("jobweaver.outcome", str(outcome))
-    runner_for(claimed.kind).finished(claimed)
+    if outcome is not WRITTEN_BEHIND:  # else once it is committed
+        runner_for(claimed.kind).finished(claimed)
     return outcome
 
 
@@ -380,9 +444,16 @@ class AttemptRunner:
     """One claimed attempt: its steps (or its Python task, apps/executor/task_runner.py), its
     checkpoints, its progress and its ending."""
 
-    def __init__(self, claimed: ClaimedAttempt, on_ran: Callable[[], None] | None = None):
+    def __init__(
+        self,
+        claimed: ClaimedAttempt,
+        on_ran: Callable[[], None] | None = None,
+        behind: tuple[slots.Slots, Callable[[BaseException | None], None]] | None = None,
+    ):
         self.claimed = claimed
         self.on_ran = on_ran  # called once the work is done, before its ending is written
+        self.behind = behind  # where a success goes to be written (see execute_claimed)
+        self.written_behind = False
         self.steps_completed = 0
         self.total_steps: int | None = None  # a TASK's own, once it reports progress
         self.started = time.monotonic()
@@ -409,8 +480,12 @@ class AttemptRunner:
         try:
             return self._run(runner)
         finally:
-            slots.unstarted_discard(claimed.event_id)
-            slots.accepted_done(claimed.event_id)
+            if not self.written_behind:  # else once it is committed
+                self._unstarted_done()
+
+    def _unstarted_done(self) -> None:
+        slots.unstarted_discard(self.claimed.event_id)
+        slots.accepted_done(self.claimed.event_id)
 
     def _run(self, runner) -> str | None:
         claimed = self.claimed
@@ -454,6 +529,13 @@ class AttemptRunner:
         """Record the ending, retrying through a short database outage. Safe to repeat: it is
         one fenced transaction, so a retry after a lost commit is simply refused. `task_fields`
         are a TASK attempt's return value or exception (see `attempt_finish`)."""
+        if (
+            ending is Ending.SUCCESS
+            and self.behind is not None
+            and self.claimed.workflow_id is None
+        ):
+            self._end_behind(task_fields.get("result"))
+            return WRITTEN_BEHIND
         if self.on_ran is not None:  # its slot may take the next attempt while this one writes
             on_ran, self.on_ran = self.on_ran, None
             on_ran()
@@ -493,6 +575,70 @@ class AttemptRunner:
         if ending in (Ending.SUCCESS, Ending.FAILURE, Ending.SNOOZED):
             logger.info("job %s attempt %d: %s %s", claimed.job_id, claimed.attempt, ending, error)
         return outcome
+
+    def _end_behind(self, result) -> None:
+        """A success handed to the slots' writer, this thread going on at once (no workflow to
+        settle: a workflow's job writes its own). Once its statement returned, on the writer's
+        thread: the log line, the metric, the kind's `finished`, and the record learns of it
+        (`behind`'s callback), which acknowledges committed work only."""
+        claimed = self.claimed
+        pool, written = self.behind
+        report = AttemptReport(
+            steps_completed=self.steps_completed,
+            log_lines=self.ctx.log_lines,
+            total_steps=self.total_steps,
+            result=result,
+        )
+        unstarted, started = self.unstarted, self.started
+        if unstarted:  # its start goes in the same statement, as in _end_unstarted
+            item = (
+                claimed.job_id,
+                claimed.event_id,
+                worker_identity(),
+                time.monotonic() - started,
+                report,
+            )
+            writer = pool.writer(
+                "starts-and-successes",
+                _write_starts_and_successes,
+                settings.JOBWEAVER_EXECUTOR_WRITE_BATCH,
+            )
+        else:
+            item = (claimed.job_id, claimed.event_id, report)
+            writer = pool.writer(
+                "successes", _write_successes, settings.JOBWEAVER_EXECUTOR_WRITE_BATCH
+            )
+
+        def done(accepted: bool | None, error: BaseException | None) -> None:
+            context = log_context(
+                trace_id=claimed.trace_id, job_id=claimed.job_id, attempt=claimed.attempt
+            )
+            try:
+                with context:
+                    if error is None and accepted:
+                        metrics.ATTEMPT_DURATION.labels(Ending.SUCCESS).observe(
+                            time.monotonic() - started
+                        )
+                        logger.info(
+                            "job %s attempt %d: %s ",
+                            claimed.job_id,
+                            claimed.attempt,
+                            Ending.SUCCESS,
+                        )
+                        runner_for(claimed.kind).finished(claimed)
+                    elif error is None:
+                        log_refused(claimed, Ending.SUCCESS)
+            finally:
+                if not claimed.started:  # run() registered it, whether or not its start is written
+                    self._unstarted_done()
+                written(error)
+
+        self.written_behind = True
+        try:
+            writer.submit(item, done)
+        except BaseException:
+            self.written_behind = False  # nothing was handed over: run() cleans up as always
+            raise
 
     def _end_unstarted(self, result) -> str | None:
         """A success before the start was written: both in one statement."""

@@ -212,7 +212,7 @@ def attempt_finish(
                 workflow_id=claimed.workflow_id,
             )
         if not accepted:
-            _log_refused(claimed, ending)
+            log_refused(claimed, ending)
         return accepted
     return _attempt_end_otherwise(
         claimed, ending, report, error, retryable, exception_mro, snooze_seconds
@@ -231,18 +231,22 @@ def attempt_start_and_finish(
         (claimed.job_id, claimed.event_id, worker_id, ran, report)
     )
     if not accepted:
-        _log_refused(claimed, Ending.SUCCESS)
+        log_refused(claimed, Ending.SUCCESS)
     return accepted
 
 
-def _start_and_complete_batch(completions: list) -> list[bool]:
+def start_and_complete_batch(completions: list) -> list[bool]:
+    """One statement for successes whose start was not written, each (job id, event id, worker
+    id, seconds run, report): this process's group commit's and the slots' write-behind's
+    (apps/executor/runner.py). One bool per item: False where the fence refused it."""
     metrics.WRITE_BATCH.labels("start_and_complete").observe(len(completions))
     completed = executions.executions_start_and_complete(completions)
     return [job_id in completed for job_id, *_ in completions]
 
 
-def _complete_batch(completions: list) -> list[bool]:
-    """One statement for the successes that waited together (engine.executions_complete)."""
+def complete_batch(completions: list) -> list[bool]:
+    """One statement for successes, each (job id, event id, report) (engine.executions_complete):
+    the group commit's and the slots' write-behind's, as `start_and_complete_batch`."""
     metrics.WRITE_BATCH.labels("complete").observe(len(completions))
     completed = executions.executions_complete(completions)
     return [job_id in completed for job_id, _, _ in completions]
@@ -276,9 +280,7 @@ def _completions() -> GroupCommit:
     global _writer
     with _writer_lock:
         if _writer is None:
-            _writer = GroupCommit(
-                _complete_batch, max_batch=settings.JOBWEAVER_EXECUTOR_WRITE_BATCH
-            )
+            _writer = GroupCommit(complete_batch, max_batch=settings.JOBWEAVER_EXECUTOR_WRITE_BATCH)
         return _writer
 
 
@@ -300,7 +302,7 @@ def _starts_and_completions() -> GroupCommit:
     with _writer_lock:
         if _start_and_complete_writer is None:
             _start_and_complete_writer = GroupCommit(
-                _start_and_complete_batch, max_batch=settings.JOBWEAVER_EXECUTOR_WRITE_BATCH
+                start_and_complete_batch, max_batch=settings.JOBWEAVER_EXECUTOR_WRITE_BATCH
             )
         return _start_and_complete_writer
 
@@ -324,7 +326,7 @@ def _attempt_end_otherwise(
         )
         accepted = decision is not None
         if not accepted:
-            _log_refused(claimed, ending)
+            log_refused(claimed, ending)
         return accepted
     if ending is Ending.CANCELLED:
         return executions.execution_end_cancelled(**ids)
@@ -334,7 +336,7 @@ def _attempt_end_otherwise(
     return accepted
 
 
-def _log_refused(claimed: ClaimedAttempt, ending: Ending) -> None:
+def log_refused(claimed: ClaimedAttempt, ending: Ending) -> None:
     logger.warning(
         "late outcome %s of job %s attempt %d rejected by the fence (event %s)",
         ending,

@@ -4,9 +4,11 @@ A run-job record may carry several deliveries (apps/scheduler/run_job_message.py
 thread takes as many free slots as it has deliveries, up to all that are free, starts that many
 in one statement and runs them on the slot threads here (the last one on its own thread). What
 finds no free slot waits in this process's line. An attempt holds its slot while its work runs;
-once the work is done, the slot goes on to the next delivery in line while the attempt's thread
-writes the ending (the writes of attempts that end together share a statement, the executor's
-group commit), so a slot never idles through a write. Deliveries in the line are "waiting":
+a success is handed to the slots' writer thread (`writer`, apps/core/writebehind.py) and the
+slot's thread goes on to the next delivery in line at once; the record learns of the success
+once it is committed. Any other ending frees the slot when the work is done (the next delivery
+goes to another slot thread) while the attempt's thread writes it. So a slot never idles
+through a write. Deliveries in the line are "waiting":
 the presence thread renews their dispatch lease (apps/executor/presence.py), as it does for
 records Celery holds unstarted.
 
@@ -23,6 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from django.db import connections
+
+from jobweaver.core.writebehind import WriteBehind
 
 _lock = threading.Lock()
 _slots: Slots | None = None
@@ -61,6 +65,22 @@ class Slots:
         self._threads = ThreadPoolExecutor(
             max_workers=2 * count, thread_name_prefix="jobweaver-slot"
         )
+        self._writers: dict[str, WriteBehind] = {}
+
+    def writer(self, name: str, write, max_batch: int) -> WriteBehind:
+        """The slots' writer thread of one kind of ending (created at the first call): slots
+        hand their successes over to it and go on. It holds a database session of its own
+        while busy, and closes it when idle and with the slots."""
+        with self._lock:
+            writer = self._writers.get(name)
+            if writer is None:
+                writer = self._writers[name] = WriteBehind(
+                    write,
+                    max_batch=max_batch,
+                    name=f"jobweaver-{name}",
+                    on_idle=connections.close_all,
+                )
+            return writer
 
     def admit(self, deliveries: list, record: Record) -> list:
         """Take a free slot for each of the first deliveries, as many as are free; the rest wait
@@ -122,6 +142,8 @@ class Slots:
         for _ in range(threads):
             self._threads.submit(close_connection)
         self._threads.shutdown(wait=True)
+        for writer in self._writers.values():  # nothing is queued: no attempt runs
+            writer.close()
 
 
 def slots(count: int) -> Slots:

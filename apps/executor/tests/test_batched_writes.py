@@ -124,7 +124,7 @@ def test_attempts_ending_together_share_statements_and_each_returns_after_its_co
                 assert time.monotonic() < deadline, "the other threads never queued"
                 time.sleep(0.001)
             all_queued.set()
-        return services._complete_batch(completions)
+        return services.complete_batch(completions)
 
     writer = GroupCommit(write, max_batch=5)
     monkeypatch.setattr(services, "_writer", writer)

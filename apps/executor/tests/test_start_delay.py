@@ -7,6 +7,7 @@ cancel or a rescue meanwhile wins. Real threads, real connections, real PostgreS
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from datetime import timedelta
 
@@ -16,6 +17,7 @@ from django.test.utils import override_settings
 from django.utils import timezone
 
 from jobweaver.core.kafka import JOB_COMPLETED
+from jobweaver.core.writebehind import WriteBehind
 from jobweaver.engine import executions
 from jobweaver.executor import pauses, runner, shutdown, slots
 from jobweaver.executor.models import ExecutionAttempt
@@ -116,6 +118,45 @@ def test_a_busy_executor_writes_a_short_attempts_start_with_its_success(statemen
             ["hello"],
         )
         assert completed_events(job_id) == 1
+    assert check_invariants() == []
+
+
+@override_settings(JOBWEAVER_EXECUTOR_START_DELAY_MS=60_000)
+def test_slots_run_their_line_while_their_successes_are_written_behind(monkeypatch):
+    """A slot hands its success to the slots' writer and runs the next delivery in line at
+    once: the first write is held until every job's success was handed over (12 jobs on 4
+    slots and 8 slot threads: slots that waited for their writes could not get there), and
+    the record returns only once every success is committed."""
+    record = dispatched_record(LOG, 3 * SLOTS)
+    handed: list = []
+    real_submit = WriteBehind.submit
+
+    def counted_submit(self, item, done):
+        handed.append(item[0])
+        return real_submit(self, item, done)
+
+    monkeypatch.setattr(WriteBehind, "submit", counted_submit)
+    all_handed_over: list[bool] = []
+    real_write = executions.executions_start_and_complete
+
+    def held(rows, *args, **kwargs):
+        if not all_handed_over:
+            deadline = time.monotonic() + 10
+            while len(handed) < 3 * SLOTS and time.monotonic() < deadline:
+                time.sleep(0.01)
+            all_handed_over.append(len(handed) == 3 * SLOTS)
+        return real_write(rows, *args, **kwargs)
+
+    monkeypatch.setattr(executions, "executions_start_and_complete", held)
+
+    runner.deliveries_execute(record)
+
+    assert all_handed_over == [True]
+    assert sorted(handed) == sorted(uuid.UUID(job_id) for job_id, _, _ in record)
+    for job_id, _, _ in record:  # committed when the record returned
+        assert execution_of(uuid.UUID(job_id)).status == ExecutionStatus.COMPLETED
+        assert completed_events(job_id) == 1
+    assert slots.unstarted() == []
     assert check_invariants() == []
 
 
