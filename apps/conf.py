@@ -30,7 +30,7 @@ DEFAULTS: dict[str, object] = {
     "JOBWEAVER_DISPATCH_PREFETCH": 2,
     # Issue 34: an executor whose jobs are short asks for up to this many deliveries a slot,
     # so its slots do not wait for a credit's round trip (apps/executor/window.py).
-    "JOBWEAVER_DISPATCH_PREFETCH_MAX": 8,
+    "JOBWEAVER_DISPATCH_PREFETCH_MAX": 16,
     "JOBWEAVER_DISPATCH_TIMEOUT_SECONDS": 300.0,
     "JOBWEAVER_WORKER_HEARTBEAT_SECONDS": 5.0,
     "JOBWEAVER_WORKER_TTL_SECONDS": 15.0,

@@ -249,7 +249,7 @@ JOBWEAVER_DISPATCH_BATCH_SIZE = env.int("JOBWEAVER_DISPATCH_BATCH_SIZE", default
 # Flow control (ARCHITECTURE §4a): at most live slots x this many deliveries in flight; an
 # executor whose jobs are short asks for up to the _MAX a slot (apps/executor/window.py).
 JOBWEAVER_DISPATCH_PREFETCH = env.int("JOBWEAVER_DISPATCH_PREFETCH", default=2)
-JOBWEAVER_DISPATCH_PREFETCH_MAX = env.int("JOBWEAVER_DISPATCH_PREFETCH_MAX", default=8)
+JOBWEAVER_DISPATCH_PREFETCH_MAX = env.int("JOBWEAVER_DISPATCH_PREFETCH_MAX", default=16)
 # Executors renew their registration this often; one silent for the TTL is not live.
 JOBWEAVER_WORKER_HEARTBEAT_SECONDS = env.float("JOBWEAVER_WORKER_HEARTBEAT_SECONDS", default=5)
 JOBWEAVER_WORKER_TTL_SECONDS = env.float("JOBWEAVER_WORKER_TTL_SECONDS", default=15)
