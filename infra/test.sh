@@ -9,4 +9,5 @@ infra/stack.sh test-tools
 .venv/bin/lint-imports
 # test-tools installed every external tool: a test may not skip for want of one.
 export JOBWEAVER_REQUIRE_TEST_TOOLS=1
-exec infra/with-stack.sh .venv/bin/pytest "$@"
+# The slowest tests are listed at the end: where to look when the suite's time grows.
+exec infra/with-stack.sh .venv/bin/pytest --durations=25 "$@"
