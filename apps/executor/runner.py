@@ -33,7 +33,6 @@ from jobweaver.executor.services import (
     Ending,
     attempt_finish,
     attempt_start,
-    attempt_start_and_finish,
     attempts_start,
     complete_batch,
     deliveries_accept,
@@ -541,8 +540,6 @@ class AttemptRunner:
             on_ran()
         claimed = self.claimed
         if self.unstarted:
-            if ending is Ending.SUCCESS and claimed.workflow_id is None:
-                return self._end_unstarted(task_fields.get("result"))
             try:  # any other ending is recorded on a started attempt, as always
                 self.write_start()
             except AttemptStopped:
@@ -590,7 +587,7 @@ class AttemptRunner:
             result=result,
         )
         unstarted, started = self.unstarted, self.started
-        if unstarted:  # its start goes in the same statement, as in _end_unstarted
+        if unstarted:  # its start goes in the same statement
             item = (
                 claimed.job_id,
                 claimed.event_id,
@@ -639,32 +636,6 @@ class AttemptRunner:
         except BaseException:
             self.written_behind = False  # nothing was handed over: run() cleans up as always
             raise
-
-    def _end_unstarted(self, result) -> str | None:
-        """A success before the start was written: both in one statement."""
-        claimed = self.claimed
-        report = AttemptReport(
-            steps_completed=self.steps_completed,
-            log_lines=self.ctx.log_lines,
-            total_steps=self.total_steps,
-            result=result,
-        )
-        worker_id = worker_identity()
-        accepted = retry_while_database_unavailable(
-            lambda: attempt_start_and_finish(
-                claimed=claimed,
-                worker_id=worker_id,
-                ran=time.monotonic() - self.started,
-                report=report,
-            ),
-            what=f"start and success of job {claimed.job_id} attempt {claimed.attempt}",
-            timeout=DATABASE_RETRY_SECONDS,
-        )
-        if not accepted:
-            return None
-        metrics.ATTEMPT_DURATION.labels(Ending.SUCCESS).observe(time.monotonic() - self.started)
-        logger.info("job %s attempt %d: %s ", claimed.job_id, claimed.attempt, Ending.SUCCESS)
-        return str(Ending.SUCCESS)
 
     def write_start(self) -> None:
         """Write the start of an attempt that began before it was written (DISPATCHED →

@@ -219,26 +219,10 @@ def attempt_finish(
     )
 
 
-def attempt_start_and_finish(
-    *, claimed: ClaimedAttempt, worker_id: str, ran: float, report: AttemptReport
-) -> bool:
-    """The success of an attempt whose start was not written (`unstarted_attempt`): its start
-    and its completion in one statement, shared with the others of this process that end at
-    the same time (`_starts_and_completions`). `ran`: seconds since its work began. False when
-    the fence refused it: the job was cancelled, or the rescue took the delivery, meanwhile."""
-    assert claimed.workflow_id is None
-    accepted = _starts_and_completions().submit(
-        (claimed.job_id, claimed.event_id, worker_id, ran, report)
-    )
-    if not accepted:
-        log_refused(claimed, Ending.SUCCESS)
-    return accepted
-
-
 def start_and_complete_batch(completions: list) -> list[bool]:
     """One statement for successes whose start was not written, each (job id, event id, worker
-    id, seconds run, report): this process's group commit's and the slots' write-behind's
-    (apps/executor/runner.py). One bool per item: False where the fence refused it."""
+    id, seconds run, report): the slots' write-behind's (apps/executor/runner.py). One bool
+    per item: False where the fence refused it."""
     metrics.WRITE_BATCH.labels("start_and_complete").observe(len(completions))
     completed = executions.executions_start_and_complete(completions)
     return [job_id in completed for job_id, *_ in completions]
@@ -269,7 +253,6 @@ def _start_batch(deliveries: list) -> list:
 
 _writer: GroupCommit | None = None
 _start_writer: GroupCommit | None = None
-_start_and_complete_writer: GroupCommit | None = None
 _writer_lock = threading.Lock()
 
 
@@ -294,17 +277,6 @@ def _starts() -> GroupCommit:
                 _start_batch, max_batch=settings.JOBWEAVER_EXECUTOR_WRITE_BATCH
             )
         return _start_writer
-
-
-def _starts_and_completions() -> GroupCommit:
-    """This process's writer of successes whose start was not written, as `_completions`."""
-    global _start_and_complete_writer
-    with _writer_lock:
-        if _start_and_complete_writer is None:
-            _start_and_complete_writer = GroupCommit(
-                start_and_complete_batch, max_batch=settings.JOBWEAVER_EXECUTOR_WRITE_BATCH
-            )
-        return _start_and_complete_writer
 
 
 @transaction.atomic
