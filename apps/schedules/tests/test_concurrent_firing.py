@@ -18,7 +18,13 @@ from django.db import connection, transaction
 from jobweaver.scheduler.invariants import check_invariants
 from jobweaver.schedules.models import Schedule
 from jobweaver.schedules.services import schedule_create
-from jobweaver.schedules.tests.helpers import TEMPLATE, jobs_of, submitted_slots, walk
+from jobweaver.schedules.tests.helpers import (
+    NEAR_BERLIN_0230,
+    TEMPLATE,
+    jobs_of,
+    submitted_slots,
+    walk,
+)
 from tests.stack import ROOT, child_environment, wait_for
 
 
@@ -34,14 +40,15 @@ def cleanup(live_db):
 
 
 def two_beats(start: datetime, end: datetime, step: timedelta) -> None:
-    """Two threads, each a beat with its own connection, walking the same clock together."""
+    """Two threads, each a beat with its own connection, walking the same clock together
+    (`step` apart around Berlin's 02:30, where the slots are; coarser elsewhere, see walk)."""
     ready = threading.Barrier(2)
     errors: list[BaseException] = []
 
     def beat() -> None:
         try:
             ready.wait()
-            walk(start, end, step=step)
+            walk(start, end, step=step, near=NEAR_BERLIN_0230)
         except Exception as exc:  # noqa: BLE001 - reported by the test below
             errors.append(exc)
         finally:

@@ -27,7 +27,13 @@ from jobweaver.schedules.services import (
 )
 from jobweaver.schedules.slots import slot_key
 from jobweaver.schedules.tasks import fire_schedules
-from jobweaver.schedules.tests.helpers import TEMPLATE, jobs_of, submitted_slots, walk
+from jobweaver.schedules.tests.helpers import (
+    NEAR_BERLIN_0230,
+    TEMPLATE,
+    jobs_of,
+    submitted_slots,
+    walk,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -45,8 +51,8 @@ def test_a_0230_berlin_job_fires_once_on_spring_forward_day_with_a_walking_clock
         now=utc(2026, 3, 27, 12),
     )
 
-    # A beat ticking every minute through the change day and the days around it.
-    walk(utc(2026, 3, 27, 12), utc(2026, 3, 31), step=timedelta(minutes=1))
+    # A beat ticking every minute around 02:30 through the change day and the days around it.
+    walk(utc(2026, 3, 27, 12), utc(2026, 3, 31), step=timedelta(minutes=1), near=NEAR_BERLIN_0230)
 
     assert submitted_slots(schedule) == [
         utc(2026, 3, 28, 1, 30),  # 02:30 CET
@@ -65,7 +71,7 @@ def test_a_0230_berlin_job_fires_once_on_fall_back_day_with_a_walking_clock():
         now=utc(2026, 10, 23, 12),
     )
 
-    walk(utc(2026, 10, 23, 12), utc(2026, 10, 27), step=timedelta(minutes=1))
+    walk(utc(2026, 10, 23, 12), utc(2026, 10, 27), step=timedelta(minutes=1), near=NEAR_BERLIN_0230)
 
     assert submitted_slots(schedule) == [
         utc(2026, 10, 24, 0, 30),
