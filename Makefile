@@ -95,8 +95,9 @@ clean-data:
 bench-transport: $(STAMP)
 	infra/with-stack.sh $(VENV)/bin/python bench/transport_bench.py
 
-# CPU per job of the executor's and the dispatcher's own code, one thread, no Celery loop
-# (bench/hot_paths.py --help): steadier than make bench for comparing two commits.
+# CPU per job of the web's batch submit, the executor's and the dispatcher's own code, one
+# thread, no Celery loop or gunicorn (bench/hot_paths.py --help): steadier than make bench for
+# comparing two commits.
 bench-hot-paths: $(STAMP)
 	infra/with-stack.sh $(VENV)/bin/python bench/hot_paths.py $(ARGS)
 

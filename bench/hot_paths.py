@@ -1,4 +1,4 @@
-"""CPU per job of the two hot paths of our own code, without Celery's loop in the way.
+"""CPU per job of the hot paths of our own code, without Celery's loop or gunicorn in the way.
 
     make bench-hot-paths                        (or: infra/with-stack.sh .venv/bin/python
     make bench-hot-paths ARGS="--profile"        bench/hot_paths.py --help)
@@ -9,6 +9,10 @@ path in one thread of this process, one job after another, on the dev PostgreSQL
 its own, dropped at the end) and Kafka, and prints its CPU and wall time per job, and the CPU of
 the PostgreSQL backend serving it, medians of --rounds rounds:
 
+- submit: `POST /api/jobs/batch` of 1,000 one-LOG jobs through Django's test client: the web
+  process's code per request (middleware, token, throttle, parsing, the submit transaction, the
+  response), minus gunicorn's HTTP. No executor is registered, so the submit's fast path
+  dispatches nothing (the dispatch path below is that part).
 - executor: `attempt_execute` (claim DISPATCHED → RUNNING, run one LOG step, record the
   success with its outbox event) for N jobs dispatched beforehand; what an executor thread does
   per job, minus Celery's consumer, request and tracer around it.
@@ -28,13 +32,14 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import json
 import os
 import pstats
 import statistics
 import time
 import uuid
 
-from common import configure, cpu_seconds, drop_database, drop_topics
+from common import api_token, configure, cpu_seconds, drop_database, drop_topics
 
 DATABASE = f"jobweaver_bench_hot_{uuid.uuid4().hex[:8]}"
 LOG_JOB = {"jobType": "SIMULATION", "payload": {"steps": [{"action": "LOG", "message": "hot"}]}}
@@ -48,6 +53,25 @@ def submit(n: int) -> None:
     for start in range(0, n, 1000):
         specs = parse_batch_request({"jobs": [LOG_JOB] * min(1000, n - start)})
         services.job_submit_batch(specs=specs)  # no executor registered: nothing dispatched
+
+
+def submit_round(n: int, profile) -> tuple[float, float, float]:
+    from django.test import Client
+
+    from jobweaver.scheduler import flow
+
+    flow.executor_deregister(worker_id=WORKER)  # the submit's fast path must not dispatch
+    client = Client(HTTP_AUTHORIZATION=f"Token {api_token()}")
+    sizes = [min(1000, n - start) for start in range(0, n, 1000)]
+    bodies = {size: json.dumps({"jobs": [LOG_JOB] * size}) for size in set(sizes)}
+
+    def run() -> None:
+        for size in sizes:
+            response = client.post("/api/jobs/batch", bodies[size], content_type="application/json")
+            if response.status_code != 202:
+                raise RuntimeError(f"batch POST: {response.status_code} {response.content[:300]}")
+
+    return measured(run, n, profile)
 
 
 def register(partitions: int) -> None:
@@ -139,9 +163,20 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds per path (3)")
     parser.add_argument("--batch", type=int, default=4, help="jobs per dispatch (4)")
     parser.add_argument("--profile", action="store_true", help="cProfile the last round")
+    parser.add_argument(
+        "--only", default="submit,executor,dispatch", help="paths, comma-separated (all three)"
+    )
     args = parser.parse_args()
     # The executor logs at INFO as deployed: its log lines are part of its cost per job.
-    configure(database=DATABASE, DJANGO_DEBUG="0", DJANGO_SECRET_KEY="bench-" + DATABASE)
+    configure(
+        database=DATABASE,
+        DJANGO_DEBUG="0",
+        DJANGO_SECRET_KEY="bench-" + DATABASE,
+        # The test client speaks plain HTTP; no submission limit is what is measured.
+        JOBWEAVER_SECURE_SSL_REDIRECT="0",
+        JOBWEAVER_SUBMIT_THROTTLE_RATE="100000000",
+        JOBWEAVER_MAX_ACTIVE_JOBS_PER_USER="100000000",
+    )
     import logging
 
     from jobweaver.scheduler.dispatch import warm_up_publisher
@@ -158,10 +193,14 @@ def main() -> None:
     warm_up_publisher()
     try:
         paths = {
+            "submit": lambda profile: submit_round(args.jobs, profile),
             "executor": lambda profile: executor_round(args.jobs, profile),
             "dispatch": lambda profile: dispatch_round(args.jobs, args.batch, profile),
         }
-        for name, run in paths.items():
+        chosen = args.only.split(",")
+        if unknown := set(chosen) - set(paths):
+            parser.error(f"--only: unknown paths {sorted(unknown)}; known: {sorted(paths)}")
+        for name, run in ((name, paths[name]) for name in chosen):
             run(None)  # warm-up: connections, prepared statements, the producer
             results = []
             for number in range(args.rounds):
