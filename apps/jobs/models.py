@@ -34,6 +34,8 @@ class Job(models.Model):
     traceparent = models.CharField(max_length=55, blank=True, default="")
     # NULL (not "") means "no key", so the unique constraint ignores keyless jobs.
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    # The request's hash, compared when its idempotency key comes again; "" without a key
+    # (nothing reads it then, and a batch of a thousand hashed each request for nothing).
     request_fingerprint = models.CharField(max_length=64, blank=True, default="")
     priority = models.PositiveSmallIntegerField(default=5)
     max_retries = models.PositiveIntegerField()

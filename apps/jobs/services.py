@@ -282,7 +282,7 @@ def _jobs_create(
             submitted_by=submitted_by,
             trace_id=trace_id or uuid.uuid4().hex,
             traceparent=traceparent,
-            fingerprint=spec.fingerprint(),
+            fingerprint=spec.fingerprint() if idempotency_key is not None else "",
             idempotency_key=idempotency_key,
         )
         for spec in specs
