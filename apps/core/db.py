@@ -15,7 +15,7 @@ from typing import TypeVar
 import psycopg
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connection, connections
-from django.db.models import NOT_PROVIDED, DateTimeField, Func
+from django.db.models import NOT_PROVIDED, DateTimeField, Field, Func
 from django.db.models.expressions import DatabaseDefault
 from psycopg import errors as pg_errors
 from psycopg.sql import Literal
@@ -199,15 +199,58 @@ def insert_rows(instances: list) -> None:
     if not instances:
         return
     model = type(instances[0])
-    sql, fields = _insert_rows_statement(model)
-    rows = [
-        {f.column: _json_value(f.pre_save(instance, True)) for f in fields}
-        for instance in instances
-    ]
+    sql, _ = _insert_rows_statement(model)
+    as_is, through_pre_save = _insert_rows_readers(model)
+    rows = []
+    for instance in instances:
+        values = instance.__dict__
+        row = {column: values[attname] for column, attname in as_is}
+        for field in through_pre_save:
+            row[field.column] = _json_value(field.pre_save(instance, True))
+        rows.append(row)
     with connection.cursor() as cursor:
         cursor.execute(sql, [json.dumps(rows)])
     for instance in instances:
         instance._state.adding, instance._state.db = False, connection.alias
+
+
+# Field types whose Python values are already what JSON carries (text, numbers, booleans, JSON).
+_JSON_NATIVE_TYPES = frozenset(
+    {
+        "AutoField",
+        "BigAutoField",
+        "BigIntegerField",
+        "BooleanField",
+        "CharField",
+        "FloatField",
+        "IntegerField",
+        "JSONField",
+        "PositiveBigIntegerField",
+        "PositiveIntegerField",
+        "PositiveSmallIntegerField",
+        "SmallAutoField",
+        "SmallIntegerField",
+        "TextField",
+    }
+)
+
+
+@functools.cache
+def _insert_rows_readers(model) -> tuple[tuple[tuple[str, str], ...], tuple]:
+    """`insert_rows`' fields in two groups: (column, attname) of those whose value goes as it
+    is (`pre_save` only reads the attribute, and JSON carries the type), and the fields that
+    need their `pre_save` (auto_now) or a conversion (UUIDs, times). Reading the attribute
+    straight was a third of the cost of a batch's rows (bench/NOTES.md)."""
+    _, fields = _insert_rows_statement(model)
+    as_is, through_pre_save = [], []
+    for field in fields:
+        typed = field.target_field if field.is_relation else field
+        plain_read = type(field).pre_save is Field.pre_save
+        if plain_read and typed.get_internal_type() in _JSON_NATIVE_TYPES:
+            as_is.append((field.column, field.attname))
+        else:
+            through_pre_save.append(field)
+    return tuple(as_is), tuple(through_pre_save)
 
 
 def _json_value(value):
