@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from hypothesis import settings as hypothesis_settings
 
-from tests.stack import WorkerProcess, child_environment, wait_for
+from tests.stack import WorkerProcess, child_environment, stop_together, wait_for
 
 # Generated tests (the schemathesis runs over the API) draw the same examples in every `make
 # test`, so a red run is reproducible rather than a roll of the dice; `make fuzz` draws new
@@ -115,8 +115,7 @@ def stack(django_db_setup, django_db_blocker):
             _wait_for_probe_job()
         yield running
     finally:
-        for process in running.all():
-            process.stop()
+        stop_together(running.all())
         admin = AdminClient(common_config())
         prefix = settings.JOBWEAVER_KAFKA_TOPIC_PREFIX
         ours = [t for t in admin.list_topics(timeout=10).topics if t.startswith(prefix)]

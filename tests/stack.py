@@ -150,11 +150,20 @@ class WorkerProcess:
             os.kill(self.pid, signum)
 
     def stop(self, timeout: float = 15) -> None:
-        if not self.alive():
-            return
-        self.signal(signal.SIGTERM)
+        stop_together([self], timeout)
+
+
+def stop_together(workers, timeout: float = 15) -> None:
+    """SIGTERM to every live one of `workers` at once, then wait for each, SIGKILL after
+    `timeout`: a worker's warm shutdown takes seconds (its Kafka consumer leaves the group),
+    and stopped one after another, a fixture's four executors took 12 s."""
+    live = [worker for worker in workers if worker.alive()]
+    for worker in live:
+        worker.signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for worker in live:
         try:
-            self.process.wait(timeout)
+            worker.process.wait(max(deadline - time.monotonic(), 0.1))
         except subprocess.TimeoutExpired:
-            self.signal(signal.SIGKILL)
-            self.process.wait(10)
+            worker.signal(signal.SIGKILL)
+            worker.process.wait(10)

@@ -19,7 +19,7 @@ from jobweaver.jobs.validation import parse_job_request
 from jobweaver.scheduler.dispatch import celery_publisher
 from jobweaver.scheduler.models import JobExecution
 from tests.integration.helpers import assert_invariants, dispatch_until_done, live_executors
-from tests.stack import wait_for
+from tests.stack import stop_together, wait_for
 
 pytestmark = [pytest.mark.integration]
 
@@ -34,8 +34,8 @@ def four_executors(stack):
     ones started here stop afterwards."""
     started = live_executors(stack, 4)
     yield
+    stop_together(started)
     for worker in started:
-        worker.stop()
         stack.executors.remove(worker)
 
 

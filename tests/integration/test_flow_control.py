@@ -28,7 +28,7 @@ from jobweaver.jobs.validation import parse_job_request
 from jobweaver.scheduler import flow
 from jobweaver.scheduler.models import JobExecution
 from tests.integration.helpers import assert_invariants, worker_pid
-from tests.stack import child_environment, wait_for
+from tests.stack import child_environment, stop_together, wait_for
 
 pytestmark = [pytest.mark.integration]
 
@@ -186,8 +186,8 @@ def test_executors_share_a_backlog_by_size_and_losing_one_loses_nothing(stack, l
         lost = ExecutionAttempt.objects.filter(job_id__in=job_ids, outcome="LOST")
         assert {worker_pid(a) for a in lost} <= {large.pid}
     finally:
+        stop_together([small, large])
         for worker in (small, large):
-            worker.stop()
             stack.executors.remove(worker)
 
 

@@ -34,7 +34,7 @@ from jobweaver.scheduler.services import (
     queue_resume,
 )
 from tests.integration.helpers import assert_invariants, live_executors, worker_pid
-from tests.stack import wait_for
+from tests.stack import stop_together, wait_for
 
 pytestmark = [pytest.mark.integration]
 
@@ -228,8 +228,8 @@ def test_a_limit_of_two_running_per_key_holds_across_three_executors(stack, rule
         assert others_at_once > 2
         assert started_after_others_done >= len(limited) // 3
     finally:
+        stop_together(started)
         for worker in started:
-            worker.stop()
             stack.executors.remove(worker)
 
 

@@ -14,7 +14,7 @@ from jobweaver.jobs.services import job_submit_batch
 from jobweaver.jobs.validation import parse_job_request
 from jobweaver.scheduler.models import JobExecution, Queue
 from tests.integration.helpers import assert_invariants
-from tests.stack import child_environment, wait_for
+from tests.stack import child_environment, stop_together, wait_for
 
 pytestmark = [pytest.mark.integration]
 
@@ -35,10 +35,10 @@ def start_member(stack, name: str):
 def pool(stack):
     members = [start_member(stack, f"executor-pool{n}") for n in range(POOL_SIZE)]
     yield members
-    for member in members:
-        if member in stack.executors:
-            member.stop()
-            stack.executors.remove(member)
+    leaving = [member for member in members if member in stack.executors]
+    stop_together(leaving)
+    for member in leaving:
+        stack.executors.remove(member)
 
 
 @pytest.fixture
