@@ -871,10 +871,18 @@ def executions_hold(
     # An accepted delivery may be running, its start not yet written: it holds the shorter
     # lease, so that the rescue sends it again soon after its executor died; and only that
     # executor renews it (another one holding a duplicate record would keep it alive).
+    # A row another transaction holds is being moved right now (the executor's writer ending
+    # it, a claim, the rescue): skipped, not waited for. Waiting, this multi-row UPDATE and the
+    # writer's, locking shared rows in different orders, deadlocked, and both stood still for
+    # PostgreSQL's deadlock_timeout (1 s) before one was aborted (bench/NOTES.md). A skipped
+    # row keeps its lease to the next beat's hold; a lease lasts several beats.
+    table = connection.ops.quote_name(JobExecution._meta.db_table)
     return _move_set(
         transition,
         "lease_expires_at = clock_timestamp() + CASE WHEN e.accepted THEN %s ELSE %s END",
-        f"e.current_event_id = ANY(%s) AND {_NOT_ACCEPTED_BY_ANOTHER}",
+        f"e.id IN (SELECT e.id FROM {table} e WHERE e.status IN "
+        f"({_statuses(transition.sources)}) AND e.current_event_id = ANY(%s) "
+        f"AND {_NOT_ACCEPTED_BY_ANOTHER} FOR UPDATE SKIP LOCKED)",
         [accepted_lease, lease, list(event_ids), executor_id],
     )
 

@@ -364,6 +364,39 @@ def test_an_accepted_delivery_of_paused_work_is_given_back_at_its_turn_in_line()
     assert check_invariants() == []
 
 
+def test_the_hold_skips_a_delivery_another_transaction_is_moving_instead_of_waiting():
+    """The executor's writer ending a delivery holds its row while the presence thread renews
+    the line's leases: the renewal must not wait on it. Waiting, the two multi-row UPDATEs
+    deadlocked under load and both stood still for PostgreSQL's deadlock_timeout (1 s)."""
+    job_id = submitted_job(LOG).id
+    event_id = dispatched(job_id)
+    lease = execution_of(job_id).lease_expires_at
+    locked, release = threading.Event(), threading.Event()
+
+    def moving() -> None:
+        try:
+            with transaction.atomic():
+                JobExecution.objects.select_for_update().get(job_id=job_id)
+                locked.set()
+                release.wait(15)
+        finally:
+            connections["default"].close()
+
+    thread = threading.Thread(target=moving)
+    thread.start()
+    try:
+        assert locked.wait(10)
+        began = time.monotonic()
+        assert executions.executions_hold([event_id], executor_id="a:1") == 0
+        assert time.monotonic() - began < 1
+    finally:
+        release.set()
+        thread.join(15)
+    assert execution_of(job_id).lease_expires_at == lease
+    assert executions.executions_hold([event_id], executor_id="a:1") == 1  # the next beat's
+    assert execution_of(job_id).lease_expires_at > lease
+
+
 @override_settings(JOBWEAVER_LEASE_SECONDS=30, JOBWEAVER_DISPATCH_TIMEOUT_SECONDS=300)
 def test_an_accepted_delivery_whose_executor_died_is_sent_again_with_no_attempt():
     job_id = submitted_job(LOG).id
