@@ -239,8 +239,8 @@ _JSON_NATIVE_TYPES = frozenset(
 def _insert_rows_readers(model) -> tuple[tuple[tuple[str, str], ...], tuple]:
     """`insert_rows`' fields in two groups: (column, attname) of those whose value goes as it
     is (`pre_save` only reads the attribute, and JSON carries the type), and the fields that
-    need their `pre_save` (auto_now) or a conversion (UUIDs, times). Reading the attribute
-    straight was a third of the cost of a batch's rows (bench/NOTES.md)."""
+    need their `pre_save` (auto_now) or a conversion (UUIDs, times): a call and a type test
+    per value saved where the attribute is the value (bench/NOTES.md)."""
     _, fields = _insert_rows_statement(model)
     as_is, through_pre_save = [], []
     for field in fields:
