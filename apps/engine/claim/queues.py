@@ -6,11 +6,13 @@ The rule, per pool of executors serving the same queues (credits.pools):
   `max_running`, takes nothing; the others may take up to their room under the cap;
 - one open queue: the pool's credits go to its work, best priority first (the one-line claim);
 - several: each credit goes to the queue whose work in flight on the pool, counting what this
-  claim already gave it, is lowest for its weight: (in flight + n) / weight for its n-th job.
-  That is water-filling on the work in flight, so while queues wait, the pool's slots are
-  shared in proportion to the weights; a queue with nothing due takes nothing and leaves its
-  share to the others in the same statement. Within a queue, priority then due time order its
-  work as before.
+  claim already gave it, is lowest for its weight: (in flight + n - 1) / weight for its n-th
+  job, ties to the heavier queue. It compares the work before the slot, not after: as slots
+  free one at a time, the latter kept about two jobs more in flight for the heavier queue than
+  its share. That is water-filling on the work in flight, so while queues wait, the pool's
+  slots are shared in proportion to the weights; a queue with nothing due takes nothing and
+  leaves its share to the others in the same statement. Within a queue, priority then due
+  time order its work as before.
 
 It keeps no state between dispatches (no deficit counters to store and age): the work in flight
 is the memory, counted by the shared claim itself under the dispatch lock, so a dispatch whose

@@ -597,7 +597,7 @@ def _due_shared(
 ) -> tuple[str, list]:
     """The claim's `due` rows and their parameters when a pool's credits are shared between
     queues (apps/engine/claim/queues.py): each queue's best rows up to its room, chosen in
-    the order of (its work in flight + n) / its weight for its n-th row, so that the slots
+    the order of (its work in flight + n - 1) / its weight for its n-th row, so that the slots
     fill in proportion to the weights and a queue with nothing due takes none.
 
     Each (queue, job type) line is read on its own through jw_execution_queue_line, so no
@@ -642,7 +642,7 @@ def _due_shared(
             chosen AS (
                 SELECT c.id FROM candidates c JOIN shares s USING (queue_name)
                 WHERE c.nth <= s.room
-                ORDER BY (s.in_flight + c.nth)::float8 / s.weight, s.weight DESC,
+                ORDER BY (s.in_flight + c.nth - 1)::float8 / s.weight, s.weight DESC,
                     c.priority DESC, c.next_run_at
                 LIMIT {int(limit)}
             ),
