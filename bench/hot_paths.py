@@ -13,6 +13,8 @@ the PostgreSQL backend serving it, medians of --rounds rounds:
   process's code per request (middleware, token, throttle, parsing, the submit transaction, the
   response), minus gunicorn's HTTP. No executor is registered, so the submit's fast path
   dispatches nothing (the dispatch path below is that part).
+- submit-one: `POST /api/jobs` of one one-LOG job, --jobs / 10 requests one after another:
+  what an idle stack's submit costs the web before the dispatch (the latency's first leg).
 - executor: `attempt_execute` (claim DISPATCHED → RUNNING, run one LOG step, record the
   success with its outbox event) for N jobs dispatched beforehand; what an executor thread does
   per job, minus Celery's consumer, request and tracer around it.
@@ -70,6 +72,24 @@ def submit_round(n: int, profile) -> tuple[float, float, float]:
             response = client.post("/api/jobs/batch", bodies[size], content_type="application/json")
             if response.status_code != 202:
                 raise RuntimeError(f"batch POST: {response.status_code} {response.content[:300]}")
+
+    return measured(run, n, profile)
+
+
+def submit_one_round(n: int, profile) -> tuple[float, float, float]:
+    from django.test import Client
+
+    from jobweaver.scheduler import flow
+
+    flow.executor_deregister(worker_id=WORKER)  # the submit's fast path must not dispatch
+    client = Client(HTTP_AUTHORIZATION=f"Token {api_token()}")
+    body = json.dumps(LOG_JOB)
+
+    def run() -> None:
+        for _ in range(n):
+            response = client.post("/api/jobs", body, content_type="application/json")
+            if response.status_code != 202:
+                raise RuntimeError(f"POST: {response.status_code} {response.content[:300]}")
 
     return measured(run, n, profile)
 
@@ -194,6 +214,7 @@ def main() -> None:
     try:
         paths = {
             "submit": lambda profile: submit_round(args.jobs, profile),
+            "submit-one": lambda profile: submit_one_round(args.jobs // 10, profile),
             "executor": lambda profile: executor_round(args.jobs, profile),
             "dispatch": lambda profile: dispatch_round(args.jobs, args.batch, profile),
         }
