@@ -1,6 +1,7 @@
 """Reads about users that the API needs on every request.
 
-`missing_permissions` answers what `user.has_perms` answers, in one statement. Django's
+`missing_permissions` answers what `user.has_perms` answers, in one statement per user object
+(the permissions held are kept on it, as Django's backend keeps them). Django's
 ModelBackend loads the user's own permissions, then their groups' (two ORM queries on a user
 object that lives for one request), on every API request; one statement costs a fraction of
 that (bench/NOTES.md). Its answer is the backend's: an inactive user holds nothing, a
@@ -24,6 +25,7 @@ from django.utils.module_loading import import_string
 from jobweaver.conf import settings
 
 MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
+CACHE_ATTRIBUTE = "_jobweaver_permissions"
 
 
 def missing_permissions(user, perms: Iterable[str]) -> list[str]:
@@ -38,10 +40,21 @@ def missing_permissions(user, perms: Iterable[str]) -> list[str]:
         return perms
     if user.is_superuser:
         return []
-    with connection.cursor() as cursor:
-        cursor.execute(_held_statement(), {"perms": perms, "user": user.pk})
-        held = {row[0] for row in cursor.fetchall()}
+    held = _held_permissions(user)
     return [perm for perm in perms if perm not in held]
+
+
+def _held_permissions(user) -> frozenset[str]:
+    """Every permission `user` holds, read once per user object, as Django's backend caches
+    them: a request asks two or three times (its operation, its throttle), a user object lives
+    for one request."""
+    held = getattr(user, CACHE_ATTRIBUTE, None)
+    if held is None:
+        with connection.cursor() as cursor:
+            cursor.execute(_held_statement(), {"user": user.pk})
+            held = frozenset(row[0] for row in cursor.fetchall())
+        setattr(user, CACHE_ATTRIBUTE, held)
+    return held
 
 
 @functools.cache
@@ -58,9 +71,9 @@ def holds(user, perm: str) -> bool:
 
 @functools.cache
 def _held_statement() -> str:
-    """Which of the named permissions (`perms`, an array of "app_label.codename") the user
-    (`user`) holds itself or through a group. The permission table holds a few hundred rows:
-    reading it whole costs less than planning around it."""
+    """The permissions ("app_label.codename") the user (`user`) holds itself or through a
+    group. The permission table holds a few hundred rows: reading it whole costs less than
+    planning around it."""
     users = get_user_model()
     own = users._meta.get_field("user_permissions")  # user -> permission
     membership = users._meta.get_field("groups")  # user -> group
@@ -69,8 +82,7 @@ def _held_statement() -> str:
         SELECT ct.app_label || '.' || p.codename
         FROM {Permission._meta.db_table} p
         JOIN {ContentType._meta.db_table} ct ON ct.id = p.content_type_id
-        WHERE ct.app_label || '.' || p.codename = ANY(%(perms)s)
-          AND (
+        WHERE (
             EXISTS (
               SELECT 1 FROM {own.m2m_db_table()} up
               WHERE up.{own.m2m_column_name()} = %(user)s
