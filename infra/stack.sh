@@ -160,7 +160,8 @@ start_kafka() {
   fi
   log "starting Kafka (KRaft) on 127.0.0.1:$KAFKA_PORT"
   nohup bash -c "$(declare -f kafka_java); KAFKA_DIR='$KAFKA_DIR' ROOT='$ROOT' KAFKA_LIBS='$KAFKA_LIBS' \
-    kafka_java kafka.Kafka '$KAFKA_DIR/server.properties'" >"$KAFKA_DIR/logs/stdout.log" 2>&1 &
+    kafka_java -Xlog:gc:file='$KAFKA_DIR/logs/gc.log':time,uptime:filecount=2,filesize=10m \
+    kafka.Kafka '$KAFKA_DIR/server.properties'" >"$KAFKA_DIR/logs/stdout.log" 2>&1 &
   echo $! >"$KAFKA_DIR/kafka.pid"
   local deadline=$((SECONDS + 90))
   until kafka_ready; do
