@@ -1,6 +1,6 @@
-"""`missing_permissions` (the API's permission check in one statement) answers as Django's
-`user.has_perm` does, for every way a permission is held or not, and asks Django itself when
-another authentication backend is configured."""
+"""`missing_permissions` (the API's permission check, one statement per user object) answers
+as Django's `user.has_perm` does, for every way a permission is held or not, and asks Django
+itself when another authentication backend is configured."""
 
 from __future__ import annotations
 
@@ -81,14 +81,16 @@ def test_each_user_lacks_what_django_says_it_lacks():
     assert missing_permissions(_fresh(users["superuser"]), ASKED) == []
 
 
-def test_one_statement_for_any_number_of_permissions():
+def test_one_statement_for_any_number_of_permissions_and_of_asks_on_one_user_object():
     user = _fresh(make_user("counted", "jobweaver_jobs.add_job"))
 
     with CaptureQueriesContext(connection) as queries:
         missing = missing_permissions(user, ASKED)
+        again = missing_permissions(user, ["jobweaver_jobs.add_job", "jobweaver_jobs.change_job"])
 
     assert missing == ASKED[1:]
-    assert len(queries) == 1
+    assert again == ["jobweaver_jobs.change_job"]
+    assert len(queries) == 1  # a request's operation and throttle ask the same user object
 
 
 def test_a_permission_that_does_not_exist_is_missing():
