@@ -18,6 +18,9 @@ the PostgreSQL backend serving it, medians of --rounds rounds:
 - executor: `attempt_execute` (claim DISPATCHED → RUNNING, run one LOG step, record the
   success with its outbox event) for N jobs dispatched beforehand; what an executor thread does
   per job, minus Celery's consumer, request and tracer around it.
+- relay: the outbox relay (`_relay_batch`) over N job-completed events written beforehand,
+  --relay-batch at a time (20: about what a relay run finds under `make bench`): its claim,
+  its produce and flush to Kafka, its update.
 - dispatch: `dispatch_due_jobs` in batches of --batch (4, what the scheduler's wake-up claims
   per dispatch under `make bench`) for N due jobs, to one registered executor with room for all:
   the lock, the credits, the rules, the claim, its commit and the run_jobs records sent and
@@ -156,6 +159,33 @@ def executor_round(n: int, profile) -> tuple[float, float]:
     return measured(run, n, profile)
 
 
+def relay_round(n: int, batch: int, profile) -> tuple[float, float, float]:
+    from django.db import transaction
+
+    from jobweaver.engine.store.events import events_insert_many
+    from jobweaver.outbox import services as outbox
+
+    outbox.outbox_relay_pending()  # what earlier paths left, so each batch below is full
+    payload = {"jobId": str(uuid.uuid4()), "status": "COMPLETED", "attempt": 1, "durationMs": 0}
+    rows = [(str(uuid.uuid4()), payload, uuid.uuid4().hex) for _ in range(n)]
+    with transaction.atomic():
+        events_insert_many(topic="job-completed", rows=rows)
+    sized, outbox.RELAY_BATCH_SIZE = outbox.RELAY_BATCH_SIZE, batch
+
+    def run() -> None:
+        relayed = 0
+        while relayed < n:
+            confirmed, claimed = outbox._relay_batch()
+            if confirmed != claimed or not claimed:
+                raise RuntimeError(f"relayed {relayed} of {n}, then {confirmed} of {claimed}")
+            relayed += confirmed
+
+    try:
+        return measured(run, n, profile)
+    finally:
+        outbox.RELAY_BATCH_SIZE = sized
+
+
 def dispatch_round(n: int, batch: int, profile) -> tuple[float, float]:
     from django.conf import settings
 
@@ -182,9 +212,12 @@ def main() -> None:
     parser.add_argument("--jobs", "-n", type=int, default=2000, help="jobs per round (2000)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds per path (3)")
     parser.add_argument("--batch", type=int, default=4, help="jobs per dispatch (4)")
+    parser.add_argument("--relay-batch", type=int, default=20, help="events per relay batch (20)")
     parser.add_argument("--profile", action="store_true", help="cProfile the last round")
     parser.add_argument(
-        "--only", default="submit,executor,dispatch", help="paths, comma-separated (all three)"
+        "--only",
+        default="submit,executor,dispatch",
+        help="paths, comma-separated (default submit,executor,dispatch; also submit-one, relay)",
     )
     args = parser.parse_args()
     # The executor logs at INFO as deployed: its log lines are part of its cost per job.
@@ -217,6 +250,7 @@ def main() -> None:
             "submit-one": lambda profile: submit_one_round(args.jobs // 10, profile),
             "executor": lambda profile: executor_round(args.jobs, profile),
             "dispatch": lambda profile: dispatch_round(args.jobs, args.batch, profile),
+            "relay": lambda profile: relay_round(args.jobs, args.relay_batch, profile),
         }
         chosen = args.only.split(",")
         if unknown := set(chosen) - set(paths):
