@@ -109,13 +109,15 @@ def _unrevoked_token_with_user(key_hash: str) -> ApiToken | None:
 
 @functools.cache
 def _token_statement() -> tuple[str, tuple, tuple]:
-    users = get_user_model()
+    users, qn = get_user_model(), connection.ops.quote_name
     token_fields, user_fields = ApiToken._meta.concrete_fields, users._meta.concrete_fields
-    columns = [f't."{f.column}"' for f in token_fields] + [f'u."{f.column}"' for f in user_fields]
+    columns = [f"t.{qn(f.column)}" for f in token_fields] + [
+        f"u.{qn(f.column)}" for f in user_fields
+    ]
     sql = f"""
         SELECT {", ".join(columns)}
-        FROM {ApiToken._meta.db_table} t JOIN {users._meta.db_table} u
-            ON u."{users._meta.pk.column}" = t."{ApiToken._meta.get_field("user").column}"
+        FROM {qn(ApiToken._meta.db_table)} t JOIN {qn(users._meta.db_table)} u
+            ON u.{qn(users._meta.pk.column)} = t.{qn(ApiToken._meta.get_field("user").column)}
         WHERE t.key_hash = %s AND t.revoked_at IS NULL
     """
     return sql, tuple(token_fields), tuple(user_fields)
