@@ -122,14 +122,18 @@ DATABASES["default"]["OPTIONS"]["options"] += " -c jit=off"
 DATABASES["default"]["OPTIONS"].setdefault(
     "connect_timeout", env.int("JOBWEAVER_DB_CONNECT_TIMEOUT_SECONDS", default=5)
 )
-# Server-side parameter binding with prepared statements: a statement run 5 times on a connection
-# is prepared, and PostgreSQL stops parsing and planning it anew: our statements are short, and
-# planning them cost as much as running them (bench/NOTES.md). Turn it off behind a pooler in
-# transaction mode that does not track prepared statements (PgBouncer before 1.21).
+# Server-side parameter binding with prepared statements: a statement run a second time on a
+# connection is prepared, and PostgreSQL stops parsing it anew (and planning it, once its plan
+# is generic): our statements are short, and planning them cost as much as running them. At
+# psycopg's default of 5 runs, a web process's threads each planned an idle stack's first few
+# dozen submits in full (bench/NOTES.md). Turn it off behind a pooler in transaction mode that
+# does not track prepared statements (PgBouncer before 1.21).
 JOBWEAVER_DB_PREPARED_STATEMENTS = env.bool("JOBWEAVER_DB_PREPARED_STATEMENTS", default=True)
 if JOBWEAVER_DB_PREPARED_STATEMENTS:
     DATABASES["default"]["OPTIONS"]["server_side_binding"] = True
-    DATABASES["default"]["OPTIONS"]["prepare_threshold"] = 5
+    # Not 0 (prepare at the first run): a text of several statements (a migration's) cannot be
+    # prepared, and one run of it is fine.
+    DATABASES["default"]["OPTIONS"]["prepare_threshold"] = 1
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LANGUAGE_CODE = "en-us"
