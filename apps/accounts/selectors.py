@@ -51,9 +51,16 @@ def _held_permissions(user) -> frozenset[str]:
     held = getattr(user, CACHE_ATTRIBUTE, None)
     if held is None:
         with connection.cursor() as cursor:
-            cursor.execute(_held_statement(), {"user": user.pk})
-            held = frozenset(row[0] for row in cursor.fetchall())
-        setattr(user, CACHE_ATTRIBUTE, held)
+            cursor.execute(held_permissions_sql("%(user)s"), {"user": user.pk})
+            held = remember_held_permissions(user, [row[0] for row in cursor.fetchall()])
+    return held
+
+
+def remember_held_permissions(user, held: Iterable[str]) -> frozenset[str]:
+    """Keep on `user` the permissions it holds, read with it by a statement of
+    `held_permissions_sql` (the API token's), so no ask on this user object reads them again."""
+    held = frozenset(held)
+    setattr(user, CACHE_ATTRIBUTE, held)
     return held
 
 
@@ -70,9 +77,10 @@ def holds(user, perm: str) -> bool:
 
 
 @functools.cache
-def _held_statement() -> str:
-    """The permissions ("app_label.codename") the user (`user`) holds itself or through a
-    group. The permission table holds a few hundred rows: reading it whole costs less than
+def held_permissions_sql(user_id: str) -> str:
+    """A query of the permissions ("app_label.codename") the user whose id is the SQL
+    expression `user_id` (a parameter, or a column of an outer query) holds itself or through
+    a group. The permission table holds a few hundred rows: reading it whole costs less than
     planning around it."""
     users = get_user_model()
     own = users._meta.get_field("user_permissions")  # user -> permission
@@ -85,14 +93,14 @@ def _held_statement() -> str:
         WHERE (
             EXISTS (
               SELECT 1 FROM {own.m2m_db_table()} up
-              WHERE up.{own.m2m_column_name()} = %(user)s
+              WHERE up.{own.m2m_column_name()} = {user_id}
                 AND up.{own.m2m_reverse_name()} = p.id
             )
             OR EXISTS (
               SELECT 1 FROM {membership.m2m_db_table()} ug
               JOIN {granted.m2m_db_table()} gp
                 ON gp.{granted.m2m_column_name()} = ug.{membership.m2m_reverse_name()}
-              WHERE ug.{membership.m2m_column_name()} = %(user)s
+              WHERE ug.{membership.m2m_column_name()} = {user_id}
                 AND gp.{granted.m2m_reverse_name()} = p.id
             )
           )

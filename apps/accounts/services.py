@@ -19,6 +19,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from jobweaver.accounts.models import ApiToken
+from jobweaver.accounts.selectors import held_permissions_sql, remember_held_permissions
 from jobweaver.conf import settings
 from jobweaver.core.errors import InvalidRequest
 
@@ -93,9 +94,10 @@ def api_token_authenticate(*, key: str) -> ApiToken | None:
 
 
 def _unrevoked_token_with_user(key_hash: str) -> ApiToken | None:
-    """The unrevoked token with this key hash, its user loaded, in one statement built once:
-    every API request asks, and the ORM's select_related compiles its query anew each time, for
-    more CPU than PostgreSQL spends answering it (bench/NOTES.md)."""
+    """The unrevoked token with this key hash, its user and the permissions the user holds
+    loaded, in one statement built once: every API request asks, and then checks permissions;
+    the ORM's select_related compiled its query anew each time, for more CPU than PostgreSQL
+    spent answering it, and the permissions were a statement of their own (bench/NOTES.md)."""
     sql, token_fields, user_fields = _token_statement()
     with connection.cursor() as cursor:
         cursor.execute(sql, [key_hash])
@@ -103,7 +105,8 @@ def _unrevoked_token_with_user(key_hash: str) -> ApiToken | None:
     if row is None:
         return None
     token = _instance(ApiToken, token_fields, row[: len(token_fields)])
-    token.user = _instance(get_user_model(), user_fields, row[len(token_fields) :])
+    token.user = _instance(get_user_model(), user_fields, row[len(token_fields) : -1])
+    remember_held_permissions(token.user, row[-1])  # the request's permission checks ask next
     return token
 
 
@@ -114,6 +117,7 @@ def _token_statement() -> tuple[str, tuple, tuple]:
     columns = [f"t.{qn(f.column)}" for f in token_fields] + [
         f"u.{qn(f.column)}" for f in user_fields
     ]
+    columns.append(f"ARRAY({held_permissions_sql(f'u.{qn(users._meta.pk.column)}')})")
     sql = f"""
         SELECT {", ".join(columns)}
         FROM {qn(ApiToken._meta.db_table)} t JOIN {qn(users._meta.db_table)} u

@@ -1,6 +1,6 @@
-"""`missing_permissions` (the API's permission check, one statement per user object) answers
-as Django's `user.has_perm` does, for every way a permission is held or not, and asks Django
-itself when another authentication backend is configured."""
+"""`missing_permissions` (the API's permission check, one statement per user object, none for
+a token's user) answers as Django's `user.has_perm` does, for every way a permission is held or
+not, and asks Django itself when another authentication backend is configured."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from jobweaver.accounts.selectors import missing_permissions
+from jobweaver.accounts.services import api_token_authenticate, api_token_create
 from jobweaver.accounts.tests.helpers import make_user
 
 pytestmark = pytest.mark.django_db
@@ -91,6 +92,22 @@ def test_one_statement_for_any_number_of_permissions_and_of_asks_on_one_user_obj
     assert missing == ASKED[1:]
     assert again == ["jobweaver_jobs.change_job"]
     assert len(queries) == 1  # a request's operation and throttle ask the same user object
+
+
+def test_a_tokens_user_holds_what_django_says_without_another_statement():
+    users = _users()
+
+    for name, user in users.items():
+        if not user.is_active:
+            continue  # no token authenticates an inactive user
+        key = api_token_create(user=user, name="ci").key
+        token = api_token_authenticate(key=key)
+        with CaptureQueriesContext(connection) as queries:
+            missing = missing_permissions(token.user, ASKED)
+
+        assert missing == _django_says(user), name
+        assert len(queries) == 0, name  # read with the token: an API request's checks ask next
+    assert _django_says(users["own and group"]) == ["jobweaver_scheduler.change_pause"]
 
 
 def test_a_permission_that_does_not_exist_is_missing():
