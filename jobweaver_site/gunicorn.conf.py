@@ -3,13 +3,15 @@
 
 Threads (gthread) rather than many processes: a request mostly waits on PostgreSQL, and each
 thread keeps its own database connection (CONN_MAX_AGE), so connections are reused without ever
-being shared across threads. Each worker warms up (its views' imports, its Kafka producer)
-before it takes requests, so the first submit after a start does not pay for either.
+being shared across threads. Each worker warms up (its views' imports, its Kafka producer, its
+threads' database connections) before it takes requests, so the first submits after a start do
+not pay for them.
 """
 
 import os
 import tempfile
 import threading
+import time
 
 bind = os.environ.get("JOBWEAVER_WEB_BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("JOBWEAVER_WEB_WORKERS", "2"))
@@ -43,14 +45,29 @@ WARM_UP_WAIT_SECONDS = 3.0
 
 def post_worker_init(worker):
     """Warm the worker before it takes its first request, which otherwise paid for it: the
-    URL configuration's imports (every view) and the Kafka producer's connection and producer
-    id, so a first job was late to RUNNING by whatever of the warm-up was left
-    (bench/NOTES.md)."""
+    URL configuration's imports (every view), the Kafka producer's connection and producer
+    id, and each request thread's database connection, so a first job was late to RUNNING by
+    whatever of the warm-up was left (bench/NOTES.md)."""
     from django.urls import reverse
 
     from jobweaver.scheduler.dispatch import warm_up_publisher
 
+    deadline = time.monotonic() + WARM_UP_WAIT_SECONDS
     publisher = threading.Thread(target=warm_up_publisher, name="warm-up", daemon=True)
     publisher.start()
     reverse("api-schema")  # populates the URL resolver: imports every URLconf and view
-    publisher.join(WARM_UP_WAIT_SECONDS)
+    _warm_request_threads(worker, deadline)
+    publisher.join(max(deadline - time.monotonic(), 0))
+
+
+def _warm_request_threads(worker, deadline: float) -> None:
+    """Start every request thread of the worker's pool (gthread) now, each with its database
+    connection open and warm."""
+    from jobweaver.core.db import warm_pool_connections
+
+    pool = getattr(worker, "tpool", None)
+    if pool is None:  # another worker class
+        return
+    timeout = max(deadline - time.monotonic(), 0)
+    for error in warm_pool_connections(pool, worker.cfg.threads, timeout)[:1]:
+        worker.log.warning("request thread warm-up failed: %s", error)
