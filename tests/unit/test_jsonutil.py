@@ -55,3 +55,53 @@ def test_keys_that_differ_are_not_duplicates():
         "a": {"k": 1},
         "b": {"k": 2},
     }
+
+
+# Each forbidden character, written raw in the text where JSON allows it and as each escape
+# that can produce it: a text with neither skips the look into its strings, so both must be
+# caught whichever way they came.
+FORBIDDEN_WRITTEN = [
+    ('"a\\u0000b"', "U+0000"),
+    ('"\\u001b[2J"', "U+001B"),
+    ('"a\\bb"', "U+0008"),
+    ('"a\\fb"', "U+000C"),
+    ('"a\x7fb"', "U+007F"),
+    ('"a\\u007fb"', "U+007F"),
+    ('"a\x85b"', "U+0085"),
+    ('"\\ud800"', "U+D800"),
+    ('"\\uDFFF"', "U+DFFF"),
+]
+
+
+@pytest.mark.parametrize(("string", "code"), FORBIDDEN_WRITTEN)
+@pytest.mark.parametrize("where", ["value", "key"])
+def test_a_forbidden_character_is_refused_raw_or_escaped_in_a_value_or_a_key(string, code, where):
+    document = (
+        f'{{"steps": [{{"message": {string}}}]}}'
+        if where == "value"
+        else f'{{"steps": [{{{string}: 1}}]}}'
+    )
+
+    assert code in refusal(document)
+    assert refusal(document).startswith(f"a {'string' if where == 'value' else 'key'} contains")
+
+
+def test_allowed_escapes_and_characters_decode():
+    document = (
+        '{"m": "tab\\tnewline\\nreturn\\r quote\\" slash\\\\b \\/ é ü \\u00e9 \\ud83d\\ude00"}'
+    )
+
+    assert loads_strict(document, source="s") == {
+        "m": 'tab\tnewline\nreturn\r quote" slash\\b / é ü é 😀'
+    }
+
+
+def test_depth_is_checked_whether_or_not_the_strings_are(settings):
+    settings.JOBWEAVER_MAX_JSON_DEPTH = 4
+    plain = '{"a": [{"b": [1]}]}'  # four levels: no escape, no string to look into
+    with_escape = '{"a": [{"b": ["\\u00e9"]}]}'
+
+    assert loads_strict(plain, source="s") == {"a": [{"b": [1]}]}
+    assert loads_strict(with_escape, source="s") == {"a": [{"b": ["é"]}]}
+    assert refusal('{"a": [{"b": [[1]]}]}') == "nested more than 4 levels deep"
+    assert refusal('{"a": [{"b": [["\\u00e9"]]}]}') == "nested more than 4 levels deep"
