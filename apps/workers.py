@@ -26,7 +26,7 @@ from celery import signals
 from jobweaver.celery import app
 from jobweaver.celeryconfig import RUN_JOB_QUEUE, SCHEDULER_QUEUE
 from jobweaver.conf import settings
-from jobweaver.core import kafka, liveness, metrics, tracing
+from jobweaver.core import collector, kafka, liveness, metrics, tracing
 from jobweaver.core.errors import InvalidRequest
 from jobweaver.core.names import checked_queue_name
 
@@ -137,6 +137,18 @@ def _keep_alive_signals(role: str) -> None:
         signals.after_task_publish.connect(touch, weak=False)
 
 
+def _settle_after_start(role: str) -> None:
+    """Freeze what the started process loaded, and collect less often (core/collector.py)."""
+
+    def settle(**kwargs) -> None:
+        collector.settle_after_start()
+
+    if role == "beat":
+        signals.beat_init.connect(settle, weak=False)
+    else:
+        signals.worker_ready.connect(settle, weak=False)
+
+
 def run(options: WorkerOptions, *, dry_run: bool = False) -> str | None:
     """Start the role in this process (Django is set up); with `dry_run`, return its Celery
     command line instead: settings, apps and the Celery app load, nothing connects."""
@@ -168,5 +180,6 @@ def run(options: WorkerOptions, *, dry_run: bool = False) -> str | None:
     )
     tracing.configure(options.role)  # OpenTelemetry export when OTEL_EXPORTER_OTLP_ENDPOINT is set
     _keep_alive_signals(options.role)
+    _settle_after_start(options.role)
     app.start(argv)
     return None

@@ -50,6 +50,7 @@ def post_worker_init(worker):
     whatever of the warm-up was left (bench/NOTES.md)."""
     from django.urls import reverse
 
+    from jobweaver.core import collector
     from jobweaver.scheduler.dispatch import warm_up_publisher
 
     deadline = time.monotonic() + WARM_UP_WAIT_SECONDS
@@ -58,6 +59,7 @@ def post_worker_init(worker):
     reverse("api-schema")  # populates the URL resolver: imports every URLconf and view
     _warm_request_threads(worker, deadline)
     publisher.join(max(deadline - time.monotonic(), 0))
+    collector.settle_after_start()  # what the worker loaded, frozen; rarer collections
 
 
 def _warm_request_threads(worker, deadline: float) -> None:

@@ -16,6 +16,8 @@ CONF = Path(__file__).resolve().parents[2] / "jobweaver_site" / "gunicorn.conf.p
 @pytest.fixture
 def conf(monkeypatch, tmp_path):
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))  # the conf would make one
+    # Not this test process's collector (tests/unit/test_collector.py tests that part).
+    monkeypatch.setattr("jobweaver.core.collector.settle_after_start", lambda: None)
     spec = importlib.util.spec_from_file_location("gunicorn_conf_under_test", CONF)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
