@@ -4,10 +4,9 @@ CPython collects its youngest objects after every 700 net allocations of contain
 and the whole heap after every hundred of those. Our processes allocate thousands of objects
 per request or run-job record (rows, model instances, decoded JSON) that live until it ends, so
 the young collections promote them and the full ones walk the whole heap, Django's modules and
-every app included (130,000 objects at start-up): under `make bench-hot-paths` the collector
-took a third of the web's CPU for a batch submit, and a tenth of the executor's
-(bench/NOTES.md). Once a process has started, what it loaded is frozen (kept out of every
-collection: it lives as long as the process), and collections run less often.
+every app included: a large share of the web's and the executor's CPU (bench/NOTES.md). Once a
+process has started, what it loaded is frozen (kept out of every collection: it lives as long
+as the process), and collections run less often.
 """
 
 from __future__ import annotations
@@ -17,8 +16,8 @@ import gc
 # Net allocations between young collections (CPython's default: 700), young collections
 # between middle ones (10), middle collections between full ones (10). Garbage in reference
 # cycles lives longer; everything else is freed at once, as before. Rarer middle and full
-# collections (50 and 100) saved a little more CPU but held about 80 MiB more in a web process
-# under the soak (bench/NOTES.md).
+# collections saved a little more CPU but held much more memory in a web process under the
+# soak (bench/NOTES.md).
 THRESHOLDS = (10_000, 10, 10)
 
 

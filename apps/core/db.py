@@ -92,8 +92,8 @@ def warm_connection() -> None:
     """Open this thread's database connection and have its new PostgreSQL session read the
     catalog entries of every table (and their indexes) of the installed models, in one
     statement that reads no row. A thread's first request otherwise paid for both: the
-    connection (5-9 ms here) and, on the first statement using each table, its catalog
-    entries (2-4 ms a table, a submit uses eight; bench/NOTES.md)."""
+    connection and, on the first statement using each table, its catalog entries
+    (bench/NOTES.md)."""
     with connection.cursor() as cursor:
         cursor.execute(_warm_up_statement())
 

@@ -66,8 +66,7 @@ def loads_strict(document: str | bytes, *, source: str) -> Any:
     text = _text(document, source=source)
     value = _loads(text, source=source)
     # A text without a forbidden character or an escape that could make one has no string to
-    # look into: only the depth is left to check (a 1,000-job batch's strings were a tenth of
-    # its request's work; bench/NOTES.md).
+    # look into: only the depth is left to check (a batch has thousands of strings).
     strings = bool(FORBIDDEN_CHARACTERS.search(text) or _FORBIDDEN_BY_ESCAPE.search(text))
     reason = check_text_and_depth(value, settings.JOBWEAVER_MAX_JSON_DEPTH, strings=strings)
     if reason:
