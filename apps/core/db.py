@@ -227,6 +227,25 @@ def insert_row(instance) -> None:
     instance._state.adding, instance._state.db = False, connection.alias
 
 
+_DEFAULT = object()
+
+
+def new_instance(model, values: dict):
+    """A new, unsaved instance of `model` from `values` by attname (`submitted_by_id`, not
+    `submitted_by`), each other field at its default: built from positional values, as Django
+    builds a row it loaded, for `insert_rows`. The keyword path looks up each field's
+    default, related descriptor and property, most of a batch's Python work per new row
+    (bench/NOTES.md)."""
+    return model(
+        *[
+            value
+            if (value := values.get(field.attname, _DEFAULT)) is not _DEFAULT
+            else field.get_default()
+            for field in model._meta.concrete_fields
+        ]
+    )
+
+
 def insert_rows(instances: list) -> None:
     """INSERT new instances of one model, primary keys set by a Python default (UUIDs here):
     `bulk_create` without the compile, in one statement over one JSON document of the rows.

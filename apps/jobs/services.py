@@ -14,7 +14,13 @@ from django.db import IntegrityError, connection, transaction
 from jobweaver.accounts.selectors import holds
 from jobweaver.conf import settings
 from jobweaver.core import metrics
-from jobweaver.core.db import DatabaseNow, assert_in_transaction, insert_rows, seconds
+from jobweaver.core.db import (
+    DatabaseNow,
+    assert_in_transaction,
+    insert_rows,
+    new_instance,
+    seconds,
+)
 from jobweaver.core.errors import Forbidden, IdempotencyConflict, InvalidRequest, QuotaExceeded
 from jobweaver.core.logcontext import log_context
 from jobweaver.core.tracing import current_traceparent
@@ -316,26 +322,29 @@ def _job_from_spec(
     idempotency_key: str | None = None,
 ) -> Job:
     """The unsaved Job row of a validated request."""
-    return Job(
-        job_type=spec.job_type,
-        instruction=spec.instruction,
-        trace_id=trace_id,
-        traceparent=traceparent,
-        idempotency_key=idempotency_key,
-        request_fingerprint=fingerprint,
-        priority=spec.priority,
-        max_retries=spec.max_retries,
-        run_at=spec.run_at,
-        timeout_seconds=spec.timeout_seconds,
-        queue_name=spec.queue_name,
-        task_priority=spec.task_priority,
-        unique_key=spec.unique_key,
-        concurrency_key=spec.concurrency_key,
-        retry_on=list(spec.retry_on) if spec.retry_on is not None else None,
-        retry_backoff=list(spec.retry_backoff) if spec.retry_backoff is not None else None,
-        retry_jitter=spec.retry_jitter,
-        hard_timeout_seconds=spec.hard_timeout_seconds,
-        submitted_by=submitted_by,
+    return new_instance(
+        Job,
+        {
+            "job_type": spec.job_type,
+            "instruction": spec.instruction,
+            "trace_id": trace_id,
+            "traceparent": traceparent,
+            "idempotency_key": idempotency_key,
+            "request_fingerprint": fingerprint,
+            "priority": spec.priority,
+            "max_retries": spec.max_retries,
+            "run_at": spec.run_at,
+            "timeout_seconds": spec.timeout_seconds,
+            "queue_name": spec.queue_name,
+            "task_priority": spec.task_priority,
+            "unique_key": spec.unique_key,
+            "concurrency_key": spec.concurrency_key,
+            "retry_on": list(spec.retry_on) if spec.retry_on is not None else None,
+            "retry_backoff": list(spec.retry_backoff) if spec.retry_backoff is not None else None,
+            "retry_jitter": spec.retry_jitter,
+            "hard_timeout_seconds": spec.hard_timeout_seconds,
+            "submitted_by_id": submitted_by.pk if submitted_by is not None else None,
+        },
     )
 
 
