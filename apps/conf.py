@@ -49,6 +49,9 @@ DEFAULTS: dict[str, object] = {
     "JOBWEAVER_RETAIN_FAILED_DAYS": 30.0,
     "JOBWEAVER_RETAIN_CANCELLED_DAYS": 30.0,
     "JOBWEAVER_RETAIN_PUBLISHED_OUTBOX_DAYS": 1.0,
+    # Published outbox rows are deleted once Kafka confirms them; True keeps them, marked
+    # published, until JOBWEAVER_RETAIN_PUBLISHED_OUTBOX_DAYS prunes them.
+    "JOBWEAVER_OUTBOX_KEEP_PUBLISHED": False,
     "JOBWEAVER_PRUNE_INTERVAL_SECONDS": 300.0,
     "JOBWEAVER_PRUNE_BATCH_SIZE": 1000,
     # Recurring schedules.

@@ -277,6 +277,8 @@ JOBWEAVER_RETAIN_CANCELLED_DAYS = env.float("JOBWEAVER_RETAIN_CANCELLED_DAYS", d
 JOBWEAVER_RETAIN_PUBLISHED_OUTBOX_DAYS = env.float(
     "JOBWEAVER_RETAIN_PUBLISHED_OUTBOX_DAYS", default=1
 )
+# The relay deletes an event's outbox row once Kafka confirmed it; on: kept, marked published.
+JOBWEAVER_OUTBOX_KEEP_PUBLISHED = env.bool("JOBWEAVER_OUTBOX_KEEP_PUBLISHED", default=False)
 JOBWEAVER_PRUNE_INTERVAL_SECONDS = env.float("JOBWEAVER_PRUNE_INTERVAL_SECONDS", default=300)
 JOBWEAVER_PRUNE_BATCH_SIZE = env.int("JOBWEAVER_PRUNE_BATCH_SIZE", default=1000)
 # Recurring jobs (apps/schedules): beat fires due schedules this often; a slot more than the

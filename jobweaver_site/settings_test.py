@@ -33,6 +33,10 @@ TEST_ENVIRONMENT = {
     "JOBWEAVER_MIN_SCHEDULE_INTERVAL_SECONDS": "1",
     # The process pool kills a child 1 s after its timeout asked it to stop.
     "JOBWEAVER_HARD_TIMEOUT_GRACE_SECONDS": "1",
+    # The tests read the outbox to see which events a change wrote (and that it wrote each
+    # once), after the relay published them too; the relay's own tests cover the default,
+    # which deletes a published row (apps/outbox/tests/test_relay.py).
+    "JOBWEAVER_OUTBOX_KEEP_PUBLISHED": "1",
     # Every metrics endpoint needs a token (§17): the tests scrape with this one.
     "JOBWEAVER_METRICS_TOKEN": "test-metrics-token",
     # Consumer lag read on every scrape (tests watch it move); the cache's test sets its own.

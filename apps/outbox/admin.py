@@ -1,5 +1,7 @@
-"""Read-only admin for the transactional outbox: which domain events were relayed to Kafka,
-and which are still waiting (a growing unpublished list means the relay or Kafka is down)."""
+"""Read-only admin for the transactional outbox: which domain events are still waiting (a
+growing unpublished list means the relay or Kafka is down), and, with
+JOBWEAVER_OUTBOX_KEEP_PUBLISHED, which were relayed to Kafka (by default the relay deletes a
+row once Kafka confirmed it)."""
 
 from __future__ import annotations
 

@@ -5,8 +5,11 @@ The engine writes a job's events in the transaction that makes its state change
 wakes this process's relay thread, which publishes everything pending
 in batches — off the request and task threads, so no request or attempt waits for Kafka — and
 `outbox_relay_pending` on the beat schedule publishes anything left behind (a crash between
-commit and publish, Kafka down). Each row is marked published by its own delivery report.
-Delivery is at-least-once: consumers de-duplicate by the `eventId` header.
+commit and publish, Kafka down). A row is deleted once its own delivery report confirms it
+(JOBWEAVER_OUTBOX_KEEP_PUBLISHED keeps it, marked published, for retention to prune): Kafka
+holds the event from then on, and a marked row was a new row version with its index entries
+for PostgreSQL to write on every event, then to prune (bench/NOTES.md). Delivery is
+at-least-once: consumers de-duplicate by the `eventId` header.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from functools import partial
 
 from django.db import connection, transaction
 
+from jobweaver.conf import settings
 from jobweaver.core.db import DATABASE_UNAVAILABLE
 from jobweaver.core.kafka import event_producer, topic_name
 from jobweaver.outbox.models import OutboxEvent
@@ -38,7 +42,8 @@ def outbox_relay_pending() -> int:
     """Publish every unpublished event; returns how many were confirmed by the broker.
 
     Rows are claimed with FOR UPDATE SKIP LOCKED, so concurrent relays never publish the same
-    row at the same time; a row is marked published only after its own delivery report.
+    row at the same time; a row is deleted (or marked published) only after its own delivery
+    report.
     """
     published = 0
     while True:
@@ -52,8 +57,8 @@ def outbox_relay_pending() -> int:
 def _relay_batch() -> tuple[int, int]:
     """One batch: (confirmed, claimed). Plain SQL, as it runs after every few jobs: the payload
     is read as the JSON text PostgreSQL stores and sent as is (not decoded into Python and
-    encoded again), and one fixed statement marks the rows, whatever their number (an `IN`
-    list of each length was a statement of its own to parse and plan)."""
+    encoded again), and one fixed statement deletes or marks the rows, whatever their number
+    (an `IN` list of each length was a statement of its own to parse and plan)."""
     table = OutboxEvent._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
@@ -88,11 +93,13 @@ def _relay_batch() -> tuple[int, int]:
         )
     producer.flush(PUBLISH_TIMEOUT_SECONDS)
     with connection.cursor() as cursor:
-        if confirmed:
+        if confirmed and settings.JOBWEAVER_OUTBOX_KEEP_PUBLISHED:
             cursor.execute(
                 f"UPDATE {table} SET published_at = clock_timestamp() WHERE id = ANY(%s)",
                 [confirmed],
             )
+        elif confirmed:
+            cursor.execute(f"DELETE FROM {table} WHERE id = ANY(%s)", [confirmed])
         failed = []
         if len(confirmed) < len(events):
             delivered = set(confirmed)

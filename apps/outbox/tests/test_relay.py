@@ -1,7 +1,8 @@
 """The outbox relay against the real PostgreSQL and the real Kafka broker (database tests, not
 unit tests): an event exists iff its transaction committed, it reaches its prefixed topic with
-its key and headers, a broker outage leaves it for a later relay, and two relays running at
-once never publish a row twice (FOR UPDATE SKIP LOCKED)."""
+its key and headers, its row goes once Kafka confirmed it (or stays, marked published, with
+JOBWEAVER_OUTBOX_KEEP_PUBLISHED), a broker outage leaves it for a later relay, and two relays
+running at once never publish a row twice (FOR UPDATE SKIP LOCKED)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,22 @@ from jobweaver.outbox.services import outbox_relay_pending
 pytestmark = pytest.mark.django_db(transaction=True)  # commits are what these tests are about
 
 READ_TIMEOUT_SECONDS = 30.0
+
+
+@pytest.fixture
+def deleting(settings):
+    """The default: a published row is deleted (the test settings keep them, for the tests
+    that read events from the outbox)."""
+    settings.JOBWEAVER_OUTBOX_KEEP_PUBLISHED = False
+
+
+def wait_until_gone(ids) -> None:
+    """Until the relay's transaction that deleted these rows committed (it commits after the
+    broker confirmed them, so a consumer may read them a moment before)."""
+    deadline = time.monotonic() + READ_TIMEOUT_SECONDS
+    while OutboxEvent.objects.filter(id__in=ids).exists():
+        assert time.monotonic() < deadline, "the relay did not delete its published rows"
+        time.sleep(0.05)
 
 
 def outbox_enqueue(**event) -> OutboxEvent:
@@ -116,7 +133,7 @@ def headers_of(message) -> dict[str, str]:
     return {key: value.decode() for key, value in message.headers()}
 
 
-def test_an_event_committed_with_its_change_is_published_with_key_and_headers():
+def test_an_event_committed_with_its_change_is_published_with_key_and_headers(deleting):
     key = str(uuid.uuid4())
     payload = {"jobId": key, "traceId": "trace-relay-1", "status": "PENDING"}
 
@@ -131,12 +148,27 @@ def test_an_event_committed_with_its_change_is_published_with_key_and_headers():
     assert message.key() == key.encode()
     assert json.loads(message.value()) == payload
     assert headers_of(message) == {"eventId": str(event.id), "traceId": "trace-relay-1"}
-    stored = OutboxEvent.objects.get(id=event.id)
-    assert stored.published_at is not None
+    wait_until_gone([event.id])
+
+
+def test_with_keep_published_a_relayed_row_stays_marked_published(settings):
+    settings.JOBWEAVER_OUTBOX_KEEP_PUBLISHED = True
+    key = str(uuid.uuid4())
+    with transaction.atomic():
+        event = outbox_enqueue(topic=JOB_CREATED, key=key, payload={"jobId": key})
+
+    [message] = read_events(JOB_CREATED, expected=[event.id])[str(event.id)]
+    assert json.loads(message.value()) == {"jobId": key}
+    deadline = time.monotonic() + READ_TIMEOUT_SECONDS
+    while (stored := OutboxEvent.objects.get(id=event.id)).published_at is None:
+        assert time.monotonic() < deadline, "the relay did not mark its published row"
+        time.sleep(0.05)
+    assert stored.published_at >= stored.created_at
     assert stored.publish_attempts == 0
+    assert outbox_relay_pending() == 0  # a marked row is not published again
 
 
-def test_a_rolled_back_transaction_leaves_no_event():
+def test_a_rolled_back_transaction_leaves_no_event(deleting):
     key = str(uuid.uuid4())  # both events share a key, so a partition: order is kept
 
     with pytest.raises(RuntimeError), transaction.atomic():
@@ -146,10 +178,7 @@ def test_a_rolled_back_transaction_leaves_no_event():
         marker = outbox_enqueue(topic=JOB_COMPLETED, key=key, payload={"n": 2})
 
     assert not OutboxEvent.objects.filter(id=rolled_back.id).exists()
-    deadline = time.monotonic() + READ_TIMEOUT_SECONDS
-    while OutboxEvent.objects.get(id=marker.id).published_at is None:  # relayed after commit
-        assert time.monotonic() < deadline, "the relay after commit did not publish"
-        time.sleep(0.05)
+    wait_until_gone([marker.id])  # relayed after commit
     assert outbox_relay_pending() == 0  # nothing left behind to relay either
     seen = read_events(JOB_COMPLETED, expected=[marker.id], watched=[rolled_back.id])
     assert str(rolled_back.id) not in seen
@@ -193,7 +222,7 @@ def broker(settings, monkeypatch):
     return switch
 
 
-def test_events_left_by_a_broker_outage_are_published_by_a_later_relay(broker):
+def test_events_left_by_a_broker_outage_are_published_by_a_later_relay(broker, deleting):
     broker(reachable=False)
     key = str(uuid.uuid4())
     with transaction.atomic():  # the relay woken by this commit fails: attempt 1
@@ -212,13 +241,13 @@ def test_events_left_by_a_broker_outage_are_published_by_a_later_relay(broker):
     broker(reachable=True)
     assert outbox_relay_pending() == 3
 
-    assert all(row.published_at is not None for row in OutboxEvent.objects.filter(id__in=ids))
+    assert not OutboxEvent.objects.filter(id__in=ids).exists()  # this relay's own transaction
     seen = read_events(JOB_CREATED, expected=ids)
     assert sorted(json.loads(seen[str(i)][0].value())["n"] for i in ids) == [0, 1, 2]
     assert [len(seen[str(i)]) for i in ids] == [1, 1, 1]
 
 
-def test_two_relays_at_once_never_publish_the_same_row_twice(monkeypatch):
+def test_two_relays_at_once_never_publish_the_same_row_twice(monkeypatch, deleting):
     monkeypatch.setattr(services, "RELAY_BATCH_SIZE", 10)  # many batches, so the relays interleave
     with transaction.atomic():  # rows without the after-commit relay: both relays find them
         events = OutboxEvent.objects.bulk_create(
@@ -240,7 +269,7 @@ def test_two_relays_at_once_never_publish_the_same_row_twice(monkeypatch):
         published = [future.result(timeout=60) for future in futures]  # re-raises their errors
 
     assert sum(published) == 200
-    assert not OutboxEvent.objects.filter(id__in=ids, published_at=None).exists()
+    assert not OutboxEvent.objects.filter(id__in=ids).exists()
     seen = read_events(JOB_CREATED, expected=ids)
     duplicated = {
         event_id: len(messages) for event_id, messages in seen.items() if len(messages) > 1
