@@ -83,7 +83,11 @@ def job_submit(
             return _replay(existing, fingerprint)
     try:
         [(job, created)] = _jobs_submit(
-            [spec], submitted_by=submitted_by, trace_id=trace_id, idempotency_key=idempotency_key
+            [spec],
+            submitted_by=submitted_by,
+            trace_id=trace_id,
+            idempotency_key=idempotency_key,
+            fingerprint=fingerprint,
         )
     except IntegrityError:
         # A concurrent request with the same key won the race: replay its job.
@@ -153,14 +157,20 @@ def _jobs_submit(
     submitted_by,
     trace_id: str | None,
     idempotency_key: str | None = None,
+    fingerprint: str | None = None,
 ) -> list[tuple[Job, bool]]:
     """The one submission pipeline: per item, in order, its new job (created) or the job in
     scope with its unique key (not created). `trace_id` is shared by the new jobs; None gives
-    each its own. An idempotency key is a single submit's (a batch of one)."""
+    each its own. An idempotency key is a single submit's (a batch of one), given with its
+    request's fingerprint."""
     assert idempotency_key is None or len(specs) == 1, "an idempotency key names one job"
     duplicates = _unique_duplicates(specs, submitted_by)
     new_specs = [spec for index, spec in enumerate(specs) if index not in duplicates]
-    jobs = _jobs_create(new_specs, submitted_by, trace_id, idempotency_key) if new_specs else []
+    jobs = (
+        _jobs_create(new_specs, submitted_by, trace_id, idempotency_key, fingerprint)
+        if new_specs
+        else []
+    )
     created = iter(jobs)
     in_order: list[tuple[Job, bool]] = []
     for index in range(len(specs)):
@@ -274,12 +284,14 @@ def _jobs_create(
     submitted_by,
     trace_id: str | None,
     idempotency_key: str | None,
+    fingerprint: str | None = None,
     *,
     waiting: set[int] = frozenset(),
 ) -> list[Job]:
     """Write the new jobs with one INSERT each for the jobs, their executions and their
     JobCreated events, check the cap, and dispatch them after commit (those in `waiting`,
-    by index, wait for their dependencies instead)."""
+    by index, wait for their dependencies instead). A job with an idempotency key stores its
+    request's `fingerprint`."""
     _check_priority_allowed(specs, submitted_by)
     traceparent = current_traceparent()
     jobs = [
@@ -288,7 +300,7 @@ def _jobs_create(
             submitted_by=submitted_by,
             trace_id=trace_id or uuid.uuid4().hex,
             traceparent=traceparent,
-            fingerprint=spec.fingerprint() if idempotency_key is not None else "",
+            fingerprint=fingerprint or "",
             idempotency_key=idempotency_key,
         )
         for spec in specs
