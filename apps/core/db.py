@@ -3,15 +3,13 @@ failover) in worker code, the database clock, batched draining, transaction guar
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import Executor, wait
+from concurrent.futures import Executor
 from datetime import datetime, timedelta
 from typing import TypeVar
 
@@ -22,6 +20,8 @@ from django.db.models import NOT_PROVIDED, DateTimeField, Field, Func
 from django.db.models.expressions import DatabaseDefault
 from psycopg import errors as pg_errors
 from psycopg.sql import Literal
+
+from jobweaver.core.threads import on_each_thread
 
 logger = logging.getLogger(__name__)
 
@@ -101,20 +101,8 @@ def warm_connection() -> None:
 def warm_pool_connections(pool: Executor, threads: int, timeout: float) -> list[BaseException]:
     """`warm_connection` on each of the `threads` threads of `pool` (started now if they were
     not), waiting at most `timeout` seconds; returns the errors (the database away: the first
-    tasks connect as they would have). Each call waits for the others at a barrier, so each
-    runs on a thread of its own: an idle thread would otherwise take the next one."""
-    deadline = time.monotonic() + timeout
-    together = threading.Barrier(threads)
-
-    def warm() -> None:
-        # Too slow a start breaks the barrier: this thread warms anyway, others may share one.
-        with contextlib.suppress(threading.BrokenBarrierError):
-            together.wait(max(deadline - time.monotonic(), 0))
-        warm_connection()
-
-    futures = [pool.submit(warm) for _ in range(threads)]
-    done, _ = wait(futures, max(deadline - time.monotonic(), 0))
-    return [future.exception() for future in done if future.exception() is not None]
+    tasks connect as they would have)."""
+    return on_each_thread(pool, threads, warm_connection, timeout)
 
 
 @functools.cache

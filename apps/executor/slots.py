@@ -26,7 +26,11 @@ from typing import Any
 
 from django.db import connections
 
+from jobweaver.core.threads import on_each_thread
 from jobweaver.core.writebehind import WriteBehind
+
+# How long closing waits for every slot thread to close its connection.
+CLOSE_SECONDS = 10.0
 
 _lock = threading.Lock()
 _slots: Slots | None = None
@@ -132,15 +136,7 @@ class Slots:
 
     def close(self) -> None:
         """Once no attempt runs: every slot thread closes its database connection and ends."""
-        threads = 2 * self.count
-        everyone = threading.Barrier(threads)  # holds each task on a thread of its own
-
-        def close_connection() -> None:
-            everyone.wait(timeout=10)
-            connections.close_all()
-
-        for _ in range(threads):
-            self._threads.submit(close_connection)
+        on_each_thread(self._threads, 2 * self.count, connections.close_all, CLOSE_SECONDS)
         self._threads.shutdown(wait=True)
         for writer in self._writers.values():  # nothing is queued: no attempt runs
             writer.close()
