@@ -64,12 +64,16 @@ def post_worker_init(worker):
 
 def _warm_request_threads(worker, deadline: float) -> None:
     """Start every request thread of the worker's pool (gthread) now, each with its database
-    connection open and warm."""
+    connection open and warm: a submit's statements prepared and past their first plans."""
+    from jobweaver.accounts.services import api_token_warm_up
     from jobweaver.core.db import warm_pool_connections
+    from jobweaver.jobs.selectors import active_job_count_warm_up
+    from jobweaver.scheduler.dispatch import warm_up_dispatch
 
     pool = getattr(worker, "tpool", None)
     if pool is None:  # another worker class
         return
     timeout = max(deadline - time.monotonic(), 0)
-    for error in warm_pool_connections(pool, worker.cfg.threads, timeout)[:1]:
+    statements = (api_token_warm_up, active_job_count_warm_up, warm_up_dispatch)
+    for error in warm_pool_connections(pool, worker.cfg.threads, timeout, statements)[:1]:
         worker.log.warning("request thread warm-up failed: %s", error)

@@ -10,7 +10,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from django.db import connection
 
-from jobweaver.core.db import warm_pool_connections
+from jobweaver.accounts.services import api_token_warm_up
+from jobweaver.core.db import WARM_UP_RUNS, warm_pool_connections
+from jobweaver.jobs.selectors import active_job_count_warm_up
+from jobweaver.scheduler.dispatch import warm_up_dispatch
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the pool's threads connect on their own
 
@@ -71,4 +74,34 @@ def test_a_pool_that_cannot_connect_reports_the_errors_and_serves_anyway():
             connection.close()
 
         _on_each_thread(pool, restore)
+        pool.shutdown()
+
+
+def _prepared(statement_part: str):
+    """(generic plans, custom plans) of this connection's prepared statement containing
+    `statement_part`, or None when it is not prepared."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+            " WHERE statement LIKE %s",
+            [f"%{statement_part}%"],
+        )
+        return cursor.fetchone()
+
+
+def test_a_warmed_connection_has_the_hot_statements_prepared_and_past_their_first_plans():
+    """What a web worker runs on each request thread's connection before its first request:
+    the token look-up, the cap's count and the submit's claim, each run WARM_UP_RUNS times,
+    so a request's run of them is prepared and may use its generic plan."""
+    pool = ThreadPoolExecutor(max_workers=1)
+    statements = (api_token_warm_up, active_job_count_warm_up, warm_up_dispatch)
+    try:
+        assert warm_pool_connections(pool, 1, timeout=10, statements=statements) == []
+        plans = pool.submit(
+            lambda: [_prepared(part) for part in ("key_hash", "count(*)", "WITH due AS")]
+        ).result(timeout=10)
+        for generic, custom in plans:  # a run unprepared, then prepared ones
+            assert generic + custom == WARM_UP_RUNS - 1
+    finally:
+        pool.submit(lambda: connection.close()).result(timeout=10)
         pool.shutdown()

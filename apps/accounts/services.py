@@ -93,6 +93,13 @@ def api_token_authenticate(*, key: str) -> ApiToken | None:
     return token
 
 
+def api_token_warm_up() -> None:
+    """The statement of every API request's token look-up, for a key hash no token has (reads
+    nothing): a web worker runs it on each request thread's new connection before the first
+    request (jobweaver.core.db.warm_connection)."""
+    _unrevoked_token_with_user("")
+
+
 def _unrevoked_token_with_user(key_hash: str) -> ApiToken | None:
     """The unrevoked token with this key hash, its user and the permissions the user holds
     loaded, in one statement built once: every API request asks, and then checks permissions;

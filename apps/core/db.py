@@ -8,7 +8,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from datetime import datetime, timedelta
 from typing import TypeVar
@@ -88,21 +88,39 @@ def listen_connection() -> psycopg.Connection:
     )
 
 
-def warm_connection() -> None:
+# A statement's eighth run on a connection is the first that may run on its generic plan (no
+# planning): psycopg prepares it at its second run (prepare_threshold 1), and PostgreSQL plans a
+# prepared statement for its parameters at its first five runs before it weighs the generic
+# plan. Until then every run of it is planned, often for longer than it runs (bench/NOTES.md).
+WARM_UP_RUNS = 8
+
+
+def warm_connection(statements: Sequence[Callable[[], object]] = ()) -> None:
     """Open this thread's database connection and have its new PostgreSQL session read the
     catalog entries of every table (and their indexes) of the installed models, in one
-    statement that reads no row. A thread's first request otherwise paid for both: the
-    connection and, on the first statement using each table, its catalog entries
-    (bench/NOTES.md)."""
+    statement that reads no row; then run each of `statements` (a process's hot statements)
+    WARM_UP_RUNS times. A thread's first requests otherwise paid for all of it: the
+    connection, the catalog reads on each table's first use, a plan at every run (bench/NOTES.md).
+
+    Each of `statements` must change nothing and commit: psycopg forgets every statement it
+    prepared on a connection at a ROLLBACK."""
     with connection.cursor() as cursor:
         cursor.execute(_warm_up_statement())
+    for _ in range(WARM_UP_RUNS):
+        for statement in statements:
+            statement()
 
 
-def warm_pool_connections(pool: Executor, threads: int, timeout: float) -> list[BaseException]:
-    """`warm_connection` on each of the `threads` threads of `pool` (started now if they were
-    not), waiting at most `timeout` seconds; returns the errors (the database away: the first
-    tasks connect as they would have)."""
-    return on_each_thread(pool, threads, warm_connection, timeout)
+def warm_pool_connections(
+    pool: Executor,
+    threads: int,
+    timeout: float,
+    statements: Sequence[Callable[[], object]] = (),
+) -> list[BaseException]:
+    """`warm_connection(statements)` on each of the `threads` threads of `pool` (started now if
+    they were not), waiting at most `timeout` seconds; returns the errors (the database away:
+    the first tasks connect as they would have)."""
+    return on_each_thread(pool, threads, lambda: warm_connection(statements), timeout)
 
 
 @functools.cache

@@ -85,6 +85,16 @@ def attempts_start(
     ]
 
 
+def attempts_start_warm_up(*, worker_id: str) -> None:
+    """The start statement of an idle executor's deliveries, for a delivery no job has (the
+    fence refuses it: nothing changes): run on each Celery thread's new connection before the
+    executor registers (apps/executor/tasks.py, jobweaver.core.db.warm_connection)."""
+    nothing = uuid.UUID(int=0)
+    executions.executions_start(
+        [(nothing, nothing, worker_id)], serves=list(settings.JOBWEAVER_EXECUTOR_QUEUES)
+    )
+
+
 def _claimed(job_id: uuid.UUID, event_id: uuid.UUID, started) -> ClaimedAttempt | None:
     if started is None:
         serves = list(settings.JOBWEAVER_EXECUTOR_QUEUES)

@@ -1,6 +1,7 @@
 """The executor's Celery tasks and process hooks. Thin: ids in, one service call. Running a
 task twice is harmless because the runner fences on the event id."""
 
+import logging
 import os
 import uuid
 
@@ -16,12 +17,19 @@ from django.db import close_old_connections, connection
 
 from jobweaver.celery import app
 from jobweaver.conf import settings
-from jobweaver.core.db import DATABASE_UNAVAILABLE
+from jobweaver.core.db import DATABASE_UNAVAILABLE, warm_connection
 from jobweaver.core.kafka import RUN_JOB, topic_name
 from jobweaver.core.logcontext import log_context
+from jobweaver.core.threads import on_each_thread
 from jobweaver.executor import presence, process_pool, shutdown, slots
-from jobweaver.executor.runner import attempt_execute, deliveries_execute
+from jobweaver.executor.runner import attempt_execute, deliveries_execute, worker_identity
+from jobweaver.executor.services import attempts_start_warm_up
 from jobweaver.scheduler.dispatch import TRACE_HEADER
+
+logger = logging.getLogger(__name__)
+
+# How long the task threads' warm-up may delay the executor's registration (the database away).
+WARM_UP_SECONDS = 10.0
 
 
 @app.task(name="jobweaver.executor.tasks.run_jobs", bind=True)
@@ -95,14 +103,34 @@ def stop_process_pool(**kwargs) -> None:
 
 @worker_ready.connect
 def register_executor(sender, **kwargs) -> None:
-    """Ready to consume: register for flow control (apps/executor/presence.py)."""
+    """Ready to consume: warm the task threads, then register for flow control
+    (apps/executor/presence.py)."""
     if _is_executor():
+        _warm_task_threads(sender.pool)
         presence.start(
             consumer=sender,
             queue=topic_name(RUN_JOB),
             slots=settings.JOBWEAVER_EXECUTOR_CONCURRENCY,
             serves=settings.JOBWEAVER_EXECUTOR_QUEUES,
         )
+
+
+def _warm_task_threads(pool) -> None:
+    """Before the executor registers (no delivery is sent to it until then): as many of
+    Celery's task threads as there are slots get their database connection, with the start
+    statement of an idle executor prepared and past its first plans. The first deliveries
+    otherwise paid for both on their way to RUNNING (bench/NOTES.md). Best effort."""
+    executor = getattr(pool, "executor", None)  # the threads pool's; not --pool processes
+    if executor is None:
+        return
+    errors = on_each_thread(
+        executor,
+        settings.JOBWEAVER_EXECUTOR_CONCURRENCY,
+        lambda: warm_connection([lambda: attempts_start_warm_up(worker_id=worker_identity())]),
+        WARM_UP_SECONDS,
+    )
+    for error in errors[:1]:
+        logger.warning("task thread warm-up failed: %s", error)
 
 
 @worker_shutting_down.connect

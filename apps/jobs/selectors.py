@@ -6,6 +6,7 @@ import functools
 import uuid
 from datetime import datetime, timedelta
 
+from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet
 
@@ -142,8 +143,23 @@ def sees_tracebacks(user) -> bool:
 
 def active_job_count(*, user) -> int:
     """How many of `user`'s jobs wait or run (PENDING, DISPATCHED, RUNNING)."""
+    return _active_job_count(user.pk)
+
+
+INTEGER_KEYS = {"AutoField", "BigAutoField", "SmallAutoField", "IntegerField", "BigIntegerField"}
+
+
+def active_job_count_warm_up() -> None:
+    """The cap's count of every submit, for a user id no user has (ids start at 1): a web
+    worker runs it on each request thread's new connection (jobweaver.core.db.warm_connection).
+    Only with integer user ids: the statement prepared is the one for the ids' type."""
+    if get_user_model()._meta.pk.get_internal_type() in INTEGER_KEYS:
+        _active_job_count(0)
+
+
+def _active_job_count(user_id: int) -> int:
     with connection.cursor() as cursor:
-        cursor.execute(_active_count_sql(), [user.pk, user.pk])
+        cursor.execute(_active_count_sql(), [user_id, user_id])
         return cursor.fetchone()[0]
 
 

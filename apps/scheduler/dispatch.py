@@ -182,15 +182,26 @@ def dispatch_due_jobs(
             return sent
 
 
+def warm_up_dispatch() -> None:
+    """The submit fast path's statements, changing nothing: the dispatch lock, the credits and
+    the claim of a job id no job has, for a placeholder executor (a web worker may start before
+    any executor). A web worker runs it on each request thread's new connection
+    (jobweaver.core.db.warm_connection)."""
+    _claim(limit=1, job_ids=[uuid.UUID(int=0)], due_by=None, warm_up=True)
+
+
 @transaction.atomic
 def _claim(
-    *, limit: int, job_ids: list[uuid.UUID] | None, due_by: datetime | None
+    *, limit: int, job_ids: list[uuid.UUID] | None, due_by: datetime | None, warm_up: bool = False
 ) -> tuple[list[Delivery], int, int]:
     """One batch: count the credits and spend them under the dispatch lock; returns the
     deliveries, the credits still free after them and the rows the claim left for their key's
-    limit (`claim.Claims.left_for_limits`)."""
+    limit (`claim.Claims.left_for_limits`). `warm_up`: a placeholder executor's credit stands
+    for the live ones (`warm_up_dispatch`)."""
     claim.lock_dispatch(planned=job_ids is None)
     credits, rule_rows, queue_rows = claim_credits.credits_and_rule_rows()
+    if warm_up:
+        credits = [claim_credits.Credit("warm-up", 1, [0])]
     free = sum(max(credit.free, 0) for credit in credits)
     if free <= 0:
         if not credits:

@@ -159,3 +159,17 @@ def test_attempts_ending_together_share_statements_and_each_returns_after_its_co
     assert max(sizes) <= 5 and all(size == 5 for size in sizes[1:-1])
     assert len(sizes) <= 4
     assert check_invariants() == []
+
+
+@pytest.mark.django_db
+def test_the_start_statements_warm_up_changes_nothing():
+    """An executor runs the start statement on each task thread's new connection before it
+    registers (apps/executor/tasks.py): the fence refuses its delivery, so nothing moves."""
+    job = submitted_job(LOG).id
+    dispatched(job)
+    attempts = ExecutionAttempt.objects.count()
+
+    services.attempts_start_warm_up(worker_id=f"{EXECUTOR}:MainThread")
+
+    assert execution_of(job).status == ExecutionStatus.DISPATCHED
+    assert ExecutionAttempt.objects.count() == attempts

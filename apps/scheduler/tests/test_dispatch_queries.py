@@ -110,3 +110,37 @@ def test_the_claim_reads_the_line_under_statistics_that_saw_no_waiting_work():
     assert "jw_execution_due_work" in line, plan
     assert "Sort" not in line.split("Index Scan")[0], plan
     assert "pending_by_user" not in plan and "pending_due" not in plan, plan
+
+
+@pytest.mark.parametrize("executor", [False, True])
+def test_the_submit_paths_warm_up_changes_nothing(executor):
+    """A web worker runs the fast path's statements on each new connection before its first
+    request (jobweaver.core.db.warm_connection), with or without a live executor: it claims
+    nothing, spends no credit and writes no event, and it commits (a rollback would make
+    psycopg forget what it prepared)."""
+    from jobweaver.engine.claim import credits as claim_credits
+    from jobweaver.outbox.models import OutboxEvent
+    from jobweaver.scheduler.dispatch import warm_up_dispatch
+
+    job = submitted_job()  # no executor yet: it waits PENDING
+    if executor:
+        live_executor(slots=4)
+    events = OutboxEvent.objects.count()
+    free_before = _free_credits(claim_credits)
+
+    with CaptureQueriesContext(connection) as queries:
+        warm_up_dispatch()
+
+    assert execution_of(job.id).status == "PENDING"
+    assert _free_credits(claim_credits) == free_before
+    assert OutboxEvent.objects.count() == events
+    statements = [q["sql"] for q in queries]
+    assert statements[-1] == "COMMIT" and not any("ROLLBACK" in s for s in statements)
+    assert any("WITH due AS" in s for s in statements)  # the claim ran, on a placeholder
+
+
+def _free_credits(claim_credits) -> int:
+    from django.db import transaction
+
+    with transaction.atomic():
+        return sum(credit.free for credit in claim_credits.credits())
