@@ -2,6 +2,7 @@
 
     make bench-latency       (or: infra/with-stack.sh .venv/bin/python bench/submit_latency.py)
     make bench-latency ARGS="--jobs 50 --in-process"
+    make bench-latency ARGS="--pause 70 --after-pause 5"
 
 Starts gunicorn (as `make run` does), then the scheduler, beat and one executor, and as soon as
 they are ready submits N one-step jobs through `POST /api/jobs`, one at a time, each after the
@@ -15,7 +16,9 @@ job's legs: to the job's created_at (the web's clock as it writes the job: the r
 its INSERT), to the execution's dispatched_at (the submit's transaction and the claim), to its
 started_at (Kafka, the executor).
 `--in-process` submits through the submission service in this process instead (its Kafka
-producer is cold for the first job).
+producer is cold for the first job). `--pause S` then leaves the stack idle for S seconds and
+submits `--after-pause` more jobs the same way: the first jobs of a quiet stack (its database
+connections are reopened once older than CONN_MAX_AGE, JOBWEAVER_DB_CONN_MAX_AGE_SECONDS).
 Quote medians: the machine is noisy.
 """
 
@@ -34,6 +37,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=int, default=20)
     parser.add_argument("--in-process", action="store_true")
+    parser.add_argument(
+        "--pause", type=float, default=0, help="then leave the stack idle this many seconds"
+    )
+    parser.add_argument("--after-pause", type=int, default=5, help="jobs after the pause")
     args = parser.parse_args()
     # As deployed, like bench/throughput.py and bench/soak.py: DEBUG off (with it on, Django
     # records every statement of every process, and renders each one's parameters into text).
@@ -52,7 +59,8 @@ def main() -> None:
         registration = time.monotonic() - started
         session = requests.Session()
         session.headers["Authorization"] = f"Token {token}"
-        for _ in range(args.jobs):
+
+        def submit_one() -> None:
             submitted = datetime.now(UTC)
             t0 = time.monotonic()
             if args.in_process:
@@ -73,6 +81,17 @@ def main() -> None:
                     (started - execution.dispatched_at).total_seconds(),
                 )
             )
+
+        for _ in range(args.jobs):
+            submit_one()
+        after_pause = []
+        if args.pause:
+            time.sleep(args.pause)  # the scenario: a stack left idle this long
+            for _ in range(args.after_pause):
+                submit_one()
+            after_pause = to_running[args.jobs :]
+            del to_running[args.jobs :], to_completed[args.jobs :]
+            after_split, split[args.jobs :] = split[args.jobs :], []
     ms = lambda xs: ", ".join(f"{x * 1000:.0f}" for x in xs)  # noqa: E731
     path = "the service in-process" if args.in_process else "POST /api/jobs"
     print(f"jobs: {args.jobs}, through {path}")
@@ -95,6 +114,11 @@ def main() -> None:
     print(f"  of which submit→created_at (ms):    {ms(leg[0] for leg in split)}")
     print(f"  then created_at→dispatched_at (ms): {ms(leg[1] for leg in split)}")
     print(f"  and dispatched_at→started_at (ms):  {ms(leg[2] for leg in split)}")
+    if after_pause:
+        print(f"after {args.pause:.0f} s idle, submit→RUNNING (ms): {ms(after_pause)}")
+        print(f"  of which submit→created_at (ms):    {ms(leg[0] for leg in after_split)}")
+        print(f"  then created_at→dispatched_at (ms): {ms(leg[1] for leg in after_split)}")
+        print(f"  and dispatched_at→started_at (ms):  {ms(leg[2] for leg in after_split)}")
 
 
 def wait_for_registered_executor(timeout: float = 30) -> None:

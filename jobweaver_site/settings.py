@@ -92,8 +92,11 @@ TEMPLATES = [
 DATABASES = {
     "default": env.db("DATABASE_URL", default="postgres://jobweaver@127.0.0.1:54329/jobweaver"),
 }
-# Connections are kept per thread (gunicorn's threads, Celery's threads) and checked before use.
-DATABASES["default"]["CONN_MAX_AGE"] = env.float("JOBWEAVER_DB_CONN_MAX_AGE_SECONDS", default=60)
+# Connections are kept per thread (gunicorn's threads, Celery's threads) and checked before use,
+# for an hour (PgBouncer's server_lifetime): a connection reopened loses what the warm-up and
+# its earlier runs prepared and planned, and a stack left idle for longer than this met its
+# next jobs as it met its first after a start (bench/NOTES.md).
+DATABASES["default"]["CONN_MAX_AGE"] = env.float("JOBWEAVER_DB_CONN_MAX_AGE_SECONDS", default=3600)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # Bounded waits (ARCHITECTURE §4a): no session waits on a lock, runs a statement or sits idle
 # inside a transaction for longer than these, so a frozen process cannot pin a row.
