@@ -58,7 +58,7 @@ class Claims(list):
 
 def lock_dispatch(*, planned: bool = False) -> None:
     """Serialize dispatchers (beat tick, submit fast path, wake-ups) for one transaction, and
-    set its planner settings (`planned`: those of a claim of the line, too)."""
+    set its planner settings (`planned`: a claim's, generic plans too)."""
     assert_in_transaction("lock_dispatch")
     claim_rows.lock_dispatch(planned=planned)
 
