@@ -34,6 +34,12 @@ def configure(*, database: str = BENCH_DB, **overrides: str) -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
+    # Statistics, as a database in service has them: costed on guesses, a statement's first
+    # plans kept its generic plan out for good once autovacuum analyzed (bench/NOTES.md).
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
 
 
 def _recreate_database(name: str = BENCH_DB) -> None:
