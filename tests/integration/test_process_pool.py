@@ -215,7 +215,11 @@ def test_cpu_bound_tasks_use_both_cores(isolated, threaded, live_db):
     threads, processes = min(r[0] for r in rounds), min(r[1] for r in rounds)
 
     print(f"\nfour fib({FIB_N}): threads pool {threads:.2f} s, process pool {processes:.2f} s")
-    assert processes <= 0.6 * threads
+    # The threads pool runs the four on one core (the GIL); on both cores the process pool
+    # takes half that at best, and on one core it would take all of it or more. The suite's
+    # other processes share only the process pool's second core: 0.54 alone, up to 0.61 in
+    # the full suite, so the bound sits between that and one core's 1.0.
+    assert processes <= 0.7 * threads
 
 
 def test_a_sigkilled_executor_loses_nothing_and_leaves_no_child(stack, live_db):
